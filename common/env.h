@@ -1,0 +1,164 @@
+// The I/O environment: every file operation in grist goes through an Env, so tests can swap the
+// POSIX file system for an in-memory one (NewMemEnv) or inject faults (FaultInjectionEnv).
+//
+// Thread safety: Env implementations are thread-safe. File objects are not; use one per thread.
+// Errors: NotFound for a missing path, PermissionDenied, ResourceExhausted for a full disk (ENOSPC),
+// DataLoss for short reads of a file that should be complete, Internal/Unknown for the rest. Every
+// message names the path.
+#ifndef GRIST_COMMON_ENV_H_
+#define GRIST_COMMON_ENV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace grist {
+
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Reads up to `n` bytes into `buf`. Returns the count read; 0 means end of file.
+  virtual absl::StatusOr<size_t> Read(char* buf, size_t n) = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to `n` bytes at `offset`. Returns fewer only at end of file.
+  virtual absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const = 0;
+  virtual uint64_t Size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(std::string_view data) = 0;
+  // Pushes buffered data to the OS (not durable).
+  virtual absl::Status Flush() = 0;
+  // Makes everything appended so far durable (fdatasync/fsync).
+  virtual absl::Status Sync() = 0;
+  // Flushes and closes. Does not sync. Idempotent.
+  virtual absl::Status Close() = 0;
+  virtual uint64_t Size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // The process-wide POSIX environment. Never deleted.
+  static Env* Default();
+
+  virtual absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) = 0;
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+  // Creates or truncates `path`.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+
+  virtual bool FileExists(const std::string& path) = 0;
+  virtual bool IsDirectory(const std::string& path) = 0;
+  virtual absl::StatusOr<uint64_t> GetFileSize(const std::string& path) = 0;
+  // Names (not paths) of the entries of `dir`, sorted bytewise, without "." and "..".
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  // mkdir -p.
+  virtual absl::Status CreateDirs(const std::string& path) = 0;
+  virtual absl::Status RemoveFile(const std::string& path) = 0;
+  // rm -rf; OK when `path` does not exist.
+  virtual absl::Status RemoveAll(const std::string& path) = 0;
+  // Atomic rename(2) within one file system; replaces `to`.
+  virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // fsync on the directory itself, making renames and creations in it durable.
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
+};
+
+// An Env held entirely in memory. Tracks what was synced: DropUnsyncedData() truncates every file to
+// its last synced size, simulating a power loss.
+class MemEnv : public Env {
+ public:
+  MemEnv();
+  ~MemEnv() override;
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  bool FileExists(const std::string& path) override;
+  bool IsDirectory(const std::string& path) override;
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
+  absl::Status CreateDirs(const std::string& path) override;
+  absl::Status RemoveFile(const std::string& path) override;
+  absl::Status RemoveAll(const std::string& path) override;
+  absl::Status RenameFile(const std::string& from, const std::string& to) override;
+  absl::Status SyncDir(const std::string& dir) override;
+  void DropUnsyncedData();
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Wraps another Env and fails chosen operations. Counters are process-wide for this object and
+// thread-safe. A fault returns the same Status a real failure would (e.g. ResourceExhausted with
+// "No space left on device" when the byte budget is spent).
+class FaultInjectionEnv : public Env {
+ public:
+  explicit FaultInjectionEnv(Env* base);
+  ~FaultInjectionEnv() override;
+
+  // The n-th (1-based, counted from now) Append fails with an I/O error; 0 disables.
+  void FailNthAppend(int n);
+  // Every Sync / SyncDir fails while set.
+  void SetFailSync(bool fail);
+  // Rename fails while set.
+  void SetFailRename(bool fail);
+  // After `bytes` more bytes are appended in total, Appends fail with ENOSPC; -1 disables.
+  void SetDiskSpace(int64_t bytes);
+  int64_t appended_bytes() const;
+
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  bool FileExists(const std::string& path) override;
+  bool IsDirectory(const std::string& path) override;
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
+  absl::Status CreateDirs(const std::string& path) override;
+  absl::Status RemoveFile(const std::string& path) override;
+  absl::Status RemoveAll(const std::string& path) override;
+  absl::Status RenameFile(const std::string& from, const std::string& to) override;
+  absl::Status SyncDir(const std::string& dir) override;
+
+  struct State;
+
+ private:
+  Env* base_;
+  std::shared_ptr<State> state_;
+};
+
+// ---- Helpers over any Env ----
+
+absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
+// Writes `data` to `path` crash-safely: `path.tmp.<pid>` is written, synced, renamed over `path`,
+// and the parent directory is synced. On error the old `path` (if any) is untouched.
+absl::Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data);
+// Parent directory of `path` ("." when none).
+std::string DirName(const std::string& path);
+std::string BaseName(const std::string& path);
+std::string JoinPath(std::string_view a, std::string_view b);
+
+}  // namespace grist
+
+#endif  // GRIST_COMMON_ENV_H_

@@ -1,0 +1,52 @@
+// A fixed-size thread pool, and ordered parallel helpers whose results never depend on the
+// thread count.
+//
+// Thread safety: Schedule() may be called from any thread, including from inside a task.
+// Destruction waits for every scheduled task.
+#ifndef GRIST_COMMON_THREAD_POOL_H_
+#define GRIST_COMMON_THREAD_POOL_H_
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace grist {
+
+class ThreadPool {
+ public:
+  // `num_threads` <= 0 means the number of online CPUs.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Schedule(std::function<void()> fn);
+  // Blocks until every task scheduled so far (and the tasks they schedule) has finished.
+  void Wait();
+  int size() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  void WorkerLoop();
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+// Runs fn(i) for i in [0, n) on `pool` (inline when pool is null or has one thread), and returns
+// the first error by index order, so the reported error does not depend on scheduling.
+absl::Status ParallelFor(ThreadPool* pool, size_t n, const std::function<absl::Status(size_t)>& fn);
+
+// Number of online CPUs (at least 1).
+int NumCpus();
+
+}  // namespace grist
+
+#endif  // GRIST_COMMON_THREAD_POOL_H_

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds grist (Release, -Werror under CI),
+# and runs every test: the GoogleTest suites through ctest, then the Python tests.
+# Environment: GRIST_BUILD_DIR (default build), GRIST_JOBS (default: all CPUs),
+# GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${GRIST_BUILD_DIR:-build}
+JOBS=${GRIST_JOBS:-$(nproc)}
+
+scripts/setup.sh
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${GRIST_CMAKE_ARGS:-}
+cmake --build "$BUILD" -j "$JOBS"
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+
+if [[ -d tests/python ]]; then
+  echo "== Python tests (Debian's python3 with python3-torch)"
+  PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py' -v
+fi
+
+if [[ -x scripts/test_extra.sh && "${GRIST_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  scripts/test_extra.sh
+fi
+echo "test.sh: all tests passed"

@@ -1,0 +1,60 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+namespace grist {
+namespace {
+
+TEST(ConfigTest, TypedAccessAndDefaults) {
+  auto c = Config::FromString(R"(
+release = "1.0"
+[pack]
+seq_len = 2048
+strategy = "bestfit"
+[dedup]
+threshold = 0.8
+enabled = true
+inputs = ["a", "b"]
+typo_key = 3
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c->GetInt("pack.seq_len", 0), 2048);
+  EXPECT_EQ(*c->GetString("pack.strategy", ""), "bestfit");
+  EXPECT_DOUBLE_EQ(*c->GetDouble("dedup.threshold", 0), 0.8);
+  EXPECT_TRUE(*c->GetBool("dedup.enabled", false));
+  EXPECT_EQ(*c->GetStringList("dedup.inputs", {}), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*c->GetInt("pack.seed", 42), 42);
+  EXPECT_EQ(*c->RequireString("release"), "1.0");
+  EXPECT_EQ(c->UnusedKeys(), std::vector<std::string>{"dedup.typo_key"});
+  EXPECT_EQ(c->ResolvedJson(0),
+            "{\"dedup\":{\"enabled\":true,\"inputs\":[\"a\",\"b\"],\"threshold\":0.8},"
+            "\"pack\":{\"seed\":42,\"seq_len\":2048,\"strategy\":\"bestfit\"},\"release\":\"1.0\"}");
+}
+
+TEST(ConfigTest, ErrorsNameTheKey) {
+  auto c = Config::FromString("[pack]\nseq_len = \"long\"\n", "v.toml");
+  ASSERT_TRUE(c.ok());
+  auto r = c->GetInt("pack.seq_len", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "config v.toml: key 'pack.seq_len': expected an integer, got a string");
+  auto m = c->RequireInt("tokenizer.vocab_size");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m.status().message(), "config v.toml: missing required key 'tokenizer.vocab_size'");
+}
+
+TEST(ConfigTest, SyntaxErrorNamesLine) {
+  auto c = Config::FromString("a = 1\nb = [\n", "bad.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("bad.toml:"), std::string::npos);
+}
+
+TEST(ConfigTest, Overrides) {
+  auto c = Config::FromString("[x]\nn = 1\n", "o.toml");
+  ASSERT_TRUE(c.ok());
+  c->SetInt("x.n", 5);
+  EXPECT_EQ(*c->GetInt("x.n", 0), 5);
+}
+
+}  // namespace
+}  // namespace grist

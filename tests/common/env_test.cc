@@ -1,0 +1,138 @@
+#include "common/env.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/status_macros.h"
+
+namespace grist {
+namespace {
+
+absl::StatusOr<int> Half(int x) {
+  if (x % 2) return absl::InvalidArgumentError("odd");
+  return x / 2;
+}
+absl::Status UseMacros(int x, int* out) {
+  ASSIGN_OR_RETURN(int h, Half(x));
+  RETURN_IF_ERROR(Half(h).status());
+  *out = h;
+  return absl::OkStatus();
+}
+
+TEST(StatusMacrosTest, PropagateErrors) {
+  int out = 0;
+  EXPECT_TRUE(UseMacros(8, &out).ok());
+  EXPECT_EQ(out, 4);
+  EXPECT_EQ(UseMacros(7, &out).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UseMacros(6, &out).message(), "odd");
+  EXPECT_EQ(Annotate(absl::NotFoundError("x"), "reading f").message(), "reading f: x");
+  EXPECT_TRUE(Annotate(absl::OkStatus(), "c").ok());
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/grist_env_test_XXXXXX";
+  char* d = mkdtemp(tmpl);
+  return d ? std::string(d) : std::string();
+}
+
+void ExerciseEnv(Env* env, const std::string& root) {
+  ASSERT_TRUE(env->CreateDirs(JoinPath(root, "a/b")).ok());
+  EXPECT_TRUE(env->IsDirectory(JoinPath(root, "a/b")));
+  ASSERT_TRUE(WriteFileAtomic(env, JoinPath(root, "a/b/f.txt"), "hello").ok());
+  ASSERT_TRUE(WriteFileAtomic(env, JoinPath(root, "a/g.txt"), "world!").ok());
+  auto s = ReadFileToString(env, JoinPath(root, "a/b/f.txt"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, "hello");
+  EXPECT_EQ(*env->GetFileSize(JoinPath(root, "a/g.txt")), 6u);
+  auto names = env->ListDir(JoinPath(root, "a"));
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, (std::vector<std::string>{"b", "g.txt"}));  // no leftover .tmp files
+  auto raf = env->NewRandomAccessFile(JoinPath(root, "a/g.txt"));
+  ASSERT_TRUE(raf.ok());
+  char buf[8];
+  auto n = (*raf)->ReadAt(2, buf, 8);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buf, *n), "rld!");
+  ASSERT_TRUE(env->RenameFile(JoinPath(root, "a/g.txt"), JoinPath(root, "a/h.txt")).ok());
+  EXPECT_FALSE(env->FileExists(JoinPath(root, "a/g.txt")));
+  EXPECT_TRUE(env->FileExists(JoinPath(root, "a/h.txt")));
+  EXPECT_EQ(env->NewSequentialFile(JoinPath(root, "nope")).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(env->RemoveAll(JoinPath(root, "a")).ok());
+  EXPECT_FALSE(env->FileExists(JoinPath(root, "a")));
+  EXPECT_TRUE(env->RemoveAll(JoinPath(root, "a")).ok());
+}
+
+TEST(EnvTest, Posix) {
+  std::string root = TempDir();
+  ASSERT_FALSE(root.empty());
+  ExerciseEnv(Env::Default(), root);
+  EXPECT_TRUE(Env::Default()->RemoveAll(root).ok());
+}
+
+TEST(EnvTest, PosixErrorNamesPath) {
+  auto r = Env::Default()->NewSequentialFile("/nonexistent/grist/file.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/grist/file.jsonl"), std::string::npos);
+}
+
+TEST(EnvTest, Mem) {
+  MemEnv env;
+  ExerciseEnv(&env, "/root");
+}
+
+TEST(EnvTest, MemDropUnsynced) {
+  MemEnv env;
+  ASSERT_TRUE(env.CreateDirs("/d").ok());
+  auto f = env.NewWritableFile("/d/x");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE((*f)->Append("durable").ok());
+  ASSERT_TRUE((*f)->Sync().ok());
+  ASSERT_TRUE((*f)->Append(" lost").ok());
+  env.DropUnsyncedData();
+  EXPECT_EQ(*ReadFileToString(&env, "/d/x"), "durable");
+}
+
+TEST(EnvTest, FaultInjection) {
+  MemEnv mem;
+  FaultInjectionEnv env(&mem);
+  ASSERT_TRUE(env.CreateDirs("/d").ok());
+  ASSERT_TRUE(WriteFileAtomic(&env, "/d/old", "v1").ok());
+
+  env.FailNthAppend(1);
+  absl::Status s = WriteFileAtomic(&env, "/d/old", "v2");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(*ReadFileToString(&env, "/d/old"), "v1");  // previous version intact
+  env.FailNthAppend(0);
+
+  env.SetDiskSpace(3);
+  s = WriteFileAtomic(&env, "/d/old", "too long");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("No space left"), std::string::npos);
+  EXPECT_EQ(*ReadFileToString(&env, "/d/old"), "v1");
+  env.SetDiskSpace(-1);
+
+  env.SetFailSync(true);
+  EXPECT_FALSE(WriteFileAtomic(&env, "/d/old", "v3").ok());
+  EXPECT_EQ(*ReadFileToString(&env, "/d/old"), "v1");
+  env.SetFailSync(false);
+  EXPECT_EQ(*env.ListDir("/d"), std::vector<std::string>{"old"});  // temp files cleaned up
+
+  EXPECT_TRUE(WriteFileAtomic(&env, "/d/old", "v4").ok());
+  EXPECT_EQ(*ReadFileToString(&env, "/d/old"), "v4");
+}
+
+TEST(EnvTest, PathHelpers) {
+  EXPECT_EQ(DirName("a/b/c"), "a/b");
+  EXPECT_EQ(DirName("c"), ".");
+  EXPECT_EQ(DirName("/c"), "/");
+  EXPECT_EQ(BaseName("a/b/c.txt"), "c.txt");
+  EXPECT_EQ(JoinPath("a/", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a", "b"), "a/b");
+  EXPECT_EQ(JoinPath("a", "/abs"), "/abs");
+}
+
+}  // namespace
+}  // namespace grist

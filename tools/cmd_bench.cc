@@ -1,0 +1,32 @@
+// `grist bench <name>`: every registered benchmark as a sub-subcommand.
+#include <algorithm>
+#include <memory>
+
+#include "bench/registry.h"
+#include "tools/command.h"
+
+namespace grist::tools {
+namespace {
+
+Runner Setup(CLI::App* app) {
+  app->require_subcommand(1);
+  auto& reg = bench::BenchRegistry();
+  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  auto runners = std::make_shared<std::vector<std::pair<CLI::App*, bench::BenchRunner>>>();
+  for (auto& b : reg) {
+    CLI::App* sub = app->add_subcommand(b.name, b.description);
+    runners->emplace_back(sub, b.setup(sub));
+  }
+  return [runners]() -> absl::Status {
+    for (auto& [sub, run] : *runners) {
+      if (sub->parsed()) return run();
+    }
+    return absl::InvalidArgumentError("no benchmark named; see grist bench --help");
+  };
+}
+
+GRIST_REGISTER_COMMAND(bench, "bench", "Benchmarks with peers and ceilings measured in the same run",
+                       Setup);
+
+}  // namespace
+}  // namespace grist::tools

@@ -14,7 +14,9 @@
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "common/env.h"
 #include "loader/internal/cuda.h"
+#include "loader/release_source.h"
 
 namespace grist::loader {
 
@@ -476,6 +478,12 @@ Loader::~Loader() {
   std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
   absl::MutexLock l(&shared_->mu);
   drop.swap(shared_->ready);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& options) {
+  ASSIGN_OR_RETURN(OpenedSplit split, OpenReleaseSplit(Env::Default(), options.path, options.split,
+                                                       options.verify_checksums));
+  return Create(std::move(split.source), split.release_seed, options);
 }
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const SampleSource> source,

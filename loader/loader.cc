@@ -347,7 +347,8 @@ void FillRow(const SampleSource& src, const SampleView& v, int64_t s, RowOut* ou
 
 struct Loader::Shared {
   absl::Mutex mu;
-  absl::CondVar cv;
+  absl::CondVar work_cv;   // workers: a batch may be issued (or stop)
+  absl::CondVar ready_cv;  // consumer: a batch became ready
   bool stop ABSL_GUARDED_BY(mu) = false;
   uint64_t generation ABSL_GUARDED_BY(mu) = 0;
   Position base ABSL_GUARDED_BY(mu);
@@ -556,7 +557,7 @@ void Loader::StopWorkers() {
   {
     absl::MutexLock l(&shared_->mu);
     shared_->stop = true;
-    shared_->cv.SignalAll();
+    shared_->work_cv.SignalAll();
   }
   for (std::thread& t : workers_) t.join();
   workers_.clear();
@@ -572,7 +573,7 @@ void Loader::WorkerLoop() {
     {
       absl::MutexLock l(&sh.mu);
       while (!sh.stop && !(sh.issued < sh.returned + options_.prefetch && sh.issued < sh.total)) {
-        sh.cv.Wait(&sh.mu);
+        sh.work_cv.Wait(&sh.mu);
       }
       if (sh.stop) return;
       seq = sh.issued++;
@@ -582,8 +583,9 @@ void Loader::WorkerLoop() {
     absl::StatusOr<std::shared_ptr<const Batch>> result = BatchFactory::Produce(*source_, schedule_, pool_, pos);
     absl::MutexLock l(&sh.mu);
     if (gen == sh.generation && !sh.stop) {
+      const bool wanted = seq == sh.returned;
       sh.ready.emplace(seq, std::move(result));
-      sh.cv.SignalAll();
+      if (wanted) sh.ready_cv.Signal();
     } else {
       sh.mu.Unlock();
       result = absl::CancelledError("discarded");  // release the batch outside the lock
@@ -600,7 +602,7 @@ absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
     return absl::OutOfRangeError(absl::StrCat("end of data: ", size(), " micro batches per rank (",
                                               options_.epochs, " epochs) delivered"));
   }
-  while (sh.ready.find(sh.returned) == sh.ready.end()) sh.cv.Wait(&sh.mu);
+  while (sh.ready.find(sh.returned) == sh.ready.end()) sh.ready_cv.Wait(&sh.mu);
   auto it = sh.ready.find(sh.returned);
   absl::StatusOr<std::shared_ptr<const Batch>> result = std::move(it->second);
   sh.ready.erase(it);
@@ -609,7 +611,7 @@ absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
     return result;
   }
   ++sh.returned;
-  sh.cv.SignalAll();
+  sh.work_cv.Signal();
   return result;
 }
 
@@ -639,7 +641,7 @@ absl::Status Loader::LoadState(const LoaderState& state) {
   shared_->total = schedule_.RemainingBatches(pos);
   shared_->sticky = absl::OkStatus();
   drop.swap(shared_->ready);
-  shared_->cv.SignalAll();
+  shared_->work_cv.SignalAll();
   shared_->mu.Unlock();
   drop.clear();
   shared_->mu.Lock();

@@ -171,6 +171,8 @@ GRIST_CAPI int grist_batch_wait(void* b, uintptr_t stream) {
 
 // A new DLManagedTensor viewing tensor i; the caller hands it to a consumer that calls its deleter
 // (or calls grist_dlpack_free).
+GRIST_CAPI void grist_dlpack_free(void* managed);
+
 GRIST_CAPI int grist_batch_dlpack(void* b, int i, void** out) {
   *out = nullptr;
   const auto& batch = static_cast<BatchHandle*>(b)->batch;
@@ -198,6 +200,18 @@ GRIST_CAPI int grist_batch_dlpack(void* b, int i, void** out) {
   m->managed.manager_ctx = m;
   m->managed.deleter = DeleteManaged;
   *out = &m->managed;
+  return 0;
+}
+
+// grist_batch_dlpack for tensors 0..n-1 at once (n = grist_batch_num_tensors), into out[0..n-1].
+GRIST_CAPI int grist_batch_dlpack_all(void* b, void** out, int n) {
+  for (int i = 0; i < n; ++i) {
+    int rc = grist_batch_dlpack(b, i, &out[i]);
+    if (rc != 0) {
+      for (int j = 0; j < i; ++j) grist_dlpack_free(out[j]);
+      return rc;
+    }
+  }
   return 0;
 }
 

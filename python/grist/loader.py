@@ -57,6 +57,8 @@ lib.grist_batch_wait.restype = _c.c_int
 lib.grist_batch_wait.argtypes = [_c.c_void_p, _c.c_size_t]
 lib.grist_batch_dlpack.restype = _c.c_int
 lib.grist_batch_dlpack.argtypes = [_c.c_void_p, _c.c_int, _c.POINTER(_c.c_void_p)]
+lib.grist_batch_dlpack_all.restype = _c.c_int
+lib.grist_batch_dlpack_all.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p), _c.c_int]
 lib.grist_dlpack_free.restype = None
 lib.grist_dlpack_free.argtypes = [_c.c_void_p]
 lib.grist_write_synthetic_release.restype = _c.c_int
@@ -175,6 +177,7 @@ class Loader:
         self.micro_batches_per_step = int(info[8])
         self.epochs = int(epochs)
         self.release_id = lib.grist_loader_text(handle, 0).decode()
+        self._names = None  # tensor names, in the order the C side lists them (fixed per loader)
 
     def _info(self):
         arr = (ctypes.c_int64 * 9)()
@@ -211,16 +214,22 @@ class Loader:
             if self._on_cuda:
                 stream = self._torch.cuda.current_stream(self.device).cuda_stream
                 check(lib.grist_batch_wait(b, stream))
+            names = self._names
+            if names is None:
+                names = self._names = [
+                    lib.grist_batch_tensor_name(b, i).decode()
+                    for i in range(lib.grist_batch_num_tensors(b))]
+            n = len(names)
+            ptrs = (ctypes.c_void_p * n)()
+            check(lib.grist_batch_dlpack_all(b, ptrs, n))
             out = {}
-            for i in range(lib.grist_batch_num_tensors(b)):
-                name = lib.grist_batch_tensor_name(b, i).decode()
-                managed = ctypes.c_void_p()
-                check(lib.grist_batch_dlpack(b, i, ctypes.byref(managed)))
+            from_dlpack = self._from_dlpack
+            for i in range(n):
                 try:
-                    capsule = _PyCapsule_New(managed, b"dltensor", None)
-                    out[name] = self._from_dlpack(capsule)
+                    out[names[i]] = from_dlpack(_PyCapsule_New(ptrs[i], b"dltensor", None))
                 except BaseException:
-                    lib.grist_dlpack_free(managed)
+                    for j in range(i, n):
+                        lib.grist_dlpack_free(ptrs[j])
                     raise
             return out
         finally:

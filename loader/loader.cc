@@ -196,6 +196,7 @@ class Pool {
     absl::MutexLock l(&mu_);
     Slot& s = slots_[static_cast<size_t>(i)];
     if (cuda_ && waited) {
+      cuda::ScopedDevice on(device_);
       // Work the consumer queued on its stream before this release may still read the device
       // buffer: the next copy into it waits for this event.
       s.free_pending = cuda::EventRecord(s.free_event, reinterpret_cast<void*>(consumer_stream)).ok();
@@ -246,6 +247,7 @@ const void* Batch::host_data(const TensorInfo& t) const {
 absl::Status Batch::WaitOn(uintptr_t stream) const {
   if (!on_cuda_) return absl::OkStatus();
   Pool::Slot* s = pool_->slot(slot_);
+  cuda::ScopedDevice on(cuda_device_);
   RETURN_IF_ERROR(cuda::StreamWaitEvent(reinterpret_cast<void*>(stream), s->copy_event));
   consumer_stream_ = stream;
   waited_ = true;

@@ -37,6 +37,14 @@ absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 absl::Status SetDevice(int device) { return Check(cudaSetDevice(device), "cudaSetDevice"); }
+int CurrentDevice() {
+  int d = -1;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return d;
+}
 absl::StatusOr<void*> HostAlloc(size_t bytes) {
   void* p = nullptr;
   absl::Status s = Check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc");
@@ -108,6 +116,7 @@ absl::Status NotBuilt() {
 bool Built() { return false; }
 absl::Status CheckDevice(int) { return NotBuilt(); }
 absl::Status SetDevice(int) { return NotBuilt(); }
+int CurrentDevice() { return -1; }
 absl::StatusOr<void*> HostAlloc(size_t) { return NotBuilt(); }
 void HostFree(void*) {}
 absl::StatusOr<void*> DeviceAlloc(size_t) { return NotBuilt(); }

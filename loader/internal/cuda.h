@@ -17,6 +17,25 @@ bool Built();
 // OK when `device` exists; Unavailable with the reason (not built, no driver, no device) otherwise.
 absl::Status CheckDevice(int device);
 absl::Status SetDevice(int device);
+// The calling thread's current device, or -1.
+int CurrentDevice();
+
+// Makes `device` current for the scope and restores the previous one (events and streams must be
+// used with their device current, e.g. from a thread that releases a batch).
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) : previous_(CurrentDevice()) {
+    if (previous_ != device) (void)SetDevice(device);
+  }
+  ~ScopedDevice() {
+    if (previous_ >= 0 && previous_ != CurrentDevice()) (void)SetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_;
+};
 absl::StatusOr<void*> HostAlloc(size_t bytes);  // pinned, portable
 void HostFree(void* p);
 absl::StatusOr<void*> DeviceAlloc(size_t bytes);

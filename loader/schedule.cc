@@ -44,7 +44,13 @@ absl::StatusOr<Schedule> Schedule::Create(const ScheduleOptions& o) {
   if (o.num_samples == 0) {
     return absl::InvalidArgumentError("the split has no samples");
   }
-  return Schedule(o);
+  Schedule s(o);
+  if (s.stream_end() < static_cast<uint64_t>(o.global_batch_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the split's ", o.num_samples, " samples x ", o.epochs,
+        " epochs are fewer than one global batch of ", o.global_batch_size));
+  }
+  return s;
 }
 
 uint64_t Schedule::stream_end() const {

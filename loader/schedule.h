@@ -48,8 +48,8 @@ struct Position {
 class Schedule {
  public:
   // InvalidArgument (naming the values) for a zero or negative size, a global batch that
-  // micro_batch_size * dp_size does not divide, a rank outside [0, dp_size), an empty split, or
-  // negative epochs.
+  // micro_batch_size * dp_size does not divide, a rank outside [0, dp_size), an empty split,
+  // negative epochs, or a run (epochs > 0) shorter than one global batch.
   static absl::StatusOr<Schedule> Create(const ScheduleOptions& options);
 
   const ScheduleOptions& options() const { return o_; }

@@ -179,9 +179,14 @@ class Loader:
         self.release_id = lib.grist_loader_text(handle, 0).decode()
         self._names = None  # tensor names, in the order the C side lists them (fixed per loader)
 
+    def _h(self):
+        if self._handle is None:
+            raise ValueError("grist.Loader is closed")
+        return self._handle
+
     def _info(self):
         arr = (ctypes.c_int64 * 9)()
-        check(lib.grist_loader_info(self._handle, arr, 9))
+        check(lib.grist_loader_info(self._h(), arr, 9))
         return list(arr)
 
     def __len__(self):
@@ -237,13 +242,15 @@ class Loader:
 
     def state_dict(self):
         """The position of the next batch, as a small dict of str/int (torch.save-able)."""
-        return json.loads(lib.grist_loader_state(self._handle).decode())
+        return json.loads(lib.grist_loader_state(self._h()).decode())
 
     def load_state_dict(self, state):
         """Continues from `state` (from state_dict()). A state saved at a step boundary may be
         loaded with another dp_size or micro batch size; one saved mid-step needs the same
         global/micro batch sizes and dp_size. Raises GristError for another release or seed."""
-        check(lib.grist_loader_load_state(self._handle, json.dumps(state).encode()))
+        if not isinstance(state, dict):
+            raise TypeError(f"grist.Loader.load_state_dict: expected a dict, got {type(state)}")
+        check(lib.grist_loader_load_state(self._h(), json.dumps(state).encode()))
 
     def close(self):
         """Stops the workers. Batches already returned stay valid."""

@@ -47,6 +47,12 @@ TEST(Schedule, RejectsBadSizesWithClearMessages) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Schedule::Create(Opts(0, 2, 16, 0, 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
+  s = Schedule::Create(Opts(10, 2, 16, 0, 2));
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(s.status().message()),
+            "the split's 10 samples x 1 epochs are fewer than one global batch of 16");
+  EXPECT_TRUE(Schedule::Create(Opts(10, 2, 16, 0, 2, /*epochs=*/2)).ok());
+  EXPECT_TRUE(Schedule::Create(Opts(10, 2, 16, 0, 2, /*epochs=*/0)).ok());
 }
 
 TEST(Schedule, EverySampleExactlyOncePerEpochAcrossRanks) {

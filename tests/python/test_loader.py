@@ -181,6 +181,8 @@ class LoaderTest(unittest.TestCase):
         kept = list(loader)
         self.assertEqual(len(kept), 48)
         loader.close()
+        with self.assertRaisesRegex(ValueError, "closed"):
+            loader.state_dict()
         del loader
         idx = torch.cat([b["sample_index"] for b in kept])
         self.assertEqual(sorted(idx.tolist()), list(range(96)))

@@ -1,44 +1,28 @@
 #!/usr/bin/env bash
 # The loader's GPU checks and figures, for the H200 machine (Ubuntu 24.04, Python 3.12, torch 2.11,
-# CUDA 13, none of Debian's -dev packages). Build here first, then carry the build folder.
+# CUDA 13, none of Debian's -dev packages). Prepare with scripts/gpu/carry.sh on the build machine
+# (a CUDA build in .devcarry/build and its shared libraries in .devcarry/lib), carry .devcarry, then:
 #
-#   On the build machine:  scripts/gpu/loader.sh bundle [BUILD]
-#       copies the shared libraries the loader binaries need (Debian's Abseil, simdjson, ...) into
-#       BUILD/gpu-libs, so the carried build runs where those packages are absent.
-#   On the GPU machine:    scripts/gpu/loader.sh [BUILD]
-#       1. the C++ loader tests (CUDA tests run: batches on the GPU equal the CPU's);
-#       2. the Python loader tests with torch's CUDA (device="cuda");
-#       3. examples/loader_resume.py on cuda;
-#       4. bench/python/bench_loader.py --device cuda at ~2, ~9 and ~18 MB batches: delivered GB/s
-#          beside the pinned host-to-device ceiling measured in the same run (torch pinned tensor
-#          .to('cuda', non_blocking=True)) and the DataLoader baseline; start-up versus dataset size.
-# Environment: PYTHON (default python3), GRIST_GPU_OUT (default gpu-out) for the JSON results.
+#   scripts/gpu/loader.sh [BUILD]        (BUILD default: .devcarry/build, else build)
+#
+#   1. the C++ loader tests (CUDA tests must run: batches on the GPU equal the CPU's);
+#   2. the Python loader tests with torch's CUDA (device="cuda");
+#   3. examples/loader_resume.py on cuda;
+#   4. bench/python/bench_loader.py --device cuda at ~2, ~9 and ~18 MB batches: delivered GB/s
+#      beside the pinned host-to-device ceiling measured in the same run (torch pinned tensor
+#      .to('cuda', non_blocking=True)) and the DataLoader baseline; start-up versus dataset size;
+#      and `grist bench loader --device cuda` when the grist binary was carried.
+# Environment: PYTHON (default python3), GRIST_GPU_OUT (default gpu-out) for the results.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-MODE=run
-if [[ "${1:-}" == bundle ]]; then MODE=bundle; shift; fi
-BUILD=${1:-build}
-
-if [[ $MODE == bundle ]]; then
-  mkdir -p "$BUILD/gpu-libs"
-  for bin in "$BUILD/tests/loader/loader_test" "$BUILD/python/grist/libgrist_capi.so" "$BUILD/grist"; do
-    [[ -e $bin ]] || continue
-    ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
-      case "$(basename "$lib")" in
-        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
-        *) cp -uL "$lib" "$BUILD/gpu-libs/" ;;
-      esac
-    done
-  done
-  echo "bundled $(ls "$BUILD/gpu-libs" | wc -l) libraries into $BUILD/gpu-libs"
-  exit 0
-fi
-
+DEFAULT_BUILD=build
+[[ -d .devcarry/build ]] && DEFAULT_BUILD=.devcarry/build
+BUILD=${1:-$DEFAULT_BUILD}
 PY=${PYTHON:-python3}
 OUT=${GRIST_GPU_OUT:-gpu-out}
 mkdir -p "$OUT"
-if [[ -d "$BUILD/gpu-libs" ]]; then
-  export LD_LIBRARY_PATH="$(pwd)/$BUILD/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ -d .devcarry/lib ]]; then
+  export LD_LIBRARY_PATH="$(pwd)/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export PYTHONPATH="$(pwd)/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -52,7 +36,7 @@ fi
 
 echo "== 2. Python loader tests (torch CUDA)"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-"$PY" -m unittest -v tests/python/test_loader.py 2>&1 | tee "$OUT/test_loader_py.txt"
+"$PY" -m unittest discover -v -s tests/python -p test_loader.py 2>&1 | tee "$OUT/test_loader_py.txt"
 
 echo "== 3. Resume example on cuda"
 "$PY" examples/loader_resume.py --device cuda 2>&1 | tee "$OUT/loader_resume.txt"

@@ -1,16 +1,17 @@
 #include "loader/loader.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -160,7 +161,7 @@ class Pool {
   // A free slot, or a new one. The caller owns it until Release.
   absl::StatusOr<int> Acquire() {
     {
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       if (!free_.empty()) {
         int i = free_.back();
         free_.pop_back();
@@ -187,13 +188,13 @@ class Pool {
       s.host = static_cast<char*>(std::aligned_alloc(4096, (layout_.total + 4095) / 4096 * 4096));
       if (!s.host) return absl::ResourceExhaustedError("loader: out of memory for a batch buffer");
     }
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     slots_.push_back(s);
     return static_cast<int>(slots_.size() - 1);
   }
 
   void Release(int i, uintptr_t consumer_stream, bool waited) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     Slot& s = slots_[static_cast<size_t>(i)];
     if (cuda_ && waited) {
       cuda::ScopedDevice on(device_);
@@ -205,7 +206,7 @@ class Pool {
   }
 
   Slot* slot(int i) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return &slots_[static_cast<size_t>(i)];  // deque: stable address
   }
   const Layout& layout() const { return layout_; }
@@ -213,7 +214,7 @@ class Pool {
   int device() const { return device_; }
   void* stream() const { return stream_; }
   size_t num_slots() {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return slots_.size();
   }
 
@@ -222,7 +223,9 @@ class Pool {
   const bool cuda_;
   const int device_;
   void* stream_ = nullptr;
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through libstdc++/pthread, not
+  // through Debian's uninstrumented Abseil.
+  std::mutex mu_;
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_ ABSL_GUARDED_BY(mu_);
 };
@@ -348,9 +351,9 @@ void FillRow(const SampleSource& src, const SampleView& v, int64_t s, RowOut* ou
 // Loader.
 
 struct Loader::Shared {
-  absl::Mutex mu;
-  absl::CondVar work_cv;   // workers: a batch may be issued (or stop)
-  absl::CondVar ready_cv;  // consumer: a batch became ready
+  std::mutex mu;
+  std::condition_variable work_cv;   // workers: a batch may be issued (or stop)
+  std::condition_variable ready_cv;  // consumer: a batch became ready
   bool stop ABSL_GUARDED_BY(mu) = false;
   uint64_t generation ABSL_GUARDED_BY(mu) = 0;
   Position base ABSL_GUARDED_BY(mu);
@@ -479,7 +482,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, Schedule schedule, Lo
 Loader::~Loader() {
   StopWorkers();
   std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
-  absl::MutexLock l(&shared_->mu);
+  std::lock_guard<std::mutex> l(shared_->mu);
   drop.swap(shared_->ready);
 }
 
@@ -543,7 +546,7 @@ absl::Status Loader::Start() {
   pool_ = std::make_shared<Pool>(std::move(layout), use_cuda, options_.cuda_device);
   RETURN_IF_ERROR(pool_->Init());
   {
-    absl::MutexLock l(&shared_->mu);
+    std::lock_guard<std::mutex> l(shared_->mu);
     shared_->total = schedule_.RemainingBatches(shared_->base);
   }
   StartWorkers();
@@ -557,10 +560,10 @@ void Loader::StartWorkers() {
 
 void Loader::StopWorkers() {
   {
-    absl::MutexLock l(&shared_->mu);
+    std::lock_guard<std::mutex> l(shared_->mu);
     shared_->stop = true;
-    shared_->work_cv.SignalAll();
   }
+  shared_->work_cv.notify_all();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
 }
@@ -573,9 +576,9 @@ void Loader::WorkerLoop() {
     uint64_t gen;
     Position pos;
     {
-      absl::MutexLock l(&sh.mu);
+      std::unique_lock<std::mutex> l(sh.mu);
       while (!sh.stop && !(sh.issued < sh.returned + options_.prefetch && sh.issued < sh.total)) {
-        sh.work_cv.Wait(&sh.mu);
+        sh.work_cv.wait(l);
       }
       if (sh.stop) return;
       seq = sh.issued++;
@@ -583,28 +586,28 @@ void Loader::WorkerLoop() {
       pos = PositionAfter(schedule_, sh.base, seq);
     }
     absl::StatusOr<std::shared_ptr<const Batch>> result = BatchFactory::Produce(*source_, schedule_, pool_, pos);
-    absl::MutexLock l(&sh.mu);
+    std::unique_lock<std::mutex> l(sh.mu);
     if (gen == sh.generation && !sh.stop) {
       const bool wanted = seq == sh.returned;
       sh.ready.emplace(seq, std::move(result));
-      if (wanted) sh.ready_cv.Signal();
+      l.unlock();
+      if (wanted) sh.ready_cv.notify_one();
     } else {
-      sh.mu.Unlock();
-      result = absl::CancelledError("discarded");  // release the batch outside the lock
-      sh.mu.Lock();
+      l.unlock();
+      result = absl::CancelledError("discarded");  // releases the batch outside the lock
     }
   }
 }
 
 absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
   Shared& sh = *shared_;
-  absl::MutexLock l(&sh.mu);
+  std::unique_lock<std::mutex> l(sh.mu);
   if (!sh.sticky.ok()) return sh.sticky;
   if (sh.returned >= sh.total) {
     return absl::OutOfRangeError(absl::StrCat("end of data: ", size(), " micro batches per rank (",
                                               options_.epochs, " epochs) delivered"));
   }
-  while (sh.ready.find(sh.returned) == sh.ready.end()) sh.ready_cv.Wait(&sh.mu);
+  while (sh.ready.find(sh.returned) == sh.ready.end()) sh.ready_cv.wait(l);
   auto it = sh.ready.find(sh.returned);
   absl::StatusOr<std::shared_ptr<const Batch>> result = std::move(it->second);
   sh.ready.erase(it);
@@ -613,7 +616,8 @@ absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
     return result;
   }
   ++sh.returned;
-  sh.work_cv.Signal();
+  l.unlock();
+  sh.work_cv.notify_one();
   return result;
 }
 
@@ -626,7 +630,7 @@ LoaderState Loader::state() const {
   s.micro_batch_size = options_.micro_batch_size;
   s.dp_size = options_.dp_size;
   s.num_samples = source_->num_samples();
-  absl::MutexLock l(&shared_->mu);
+  std::lock_guard<std::mutex> l(shared_->mu);
   s.position = PositionAfter(schedule_, shared_->base, shared_->returned);
   return s;
 }
@@ -635,7 +639,7 @@ absl::Status Loader::LoadState(const LoaderState& state) {
   ASSIGN_OR_RETURN(Position pos,
                    CheckResume(state, source_->release_id(), source_->split(), schedule_));
   std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
-  absl::MutexLock l(&shared_->mu);
+  std::unique_lock<std::mutex> l(shared_->mu);
   ++shared_->generation;
   shared_->base = pos;
   shared_->issued = 0;
@@ -643,17 +647,16 @@ absl::Status Loader::LoadState(const LoaderState& state) {
   shared_->total = schedule_.RemainingBatches(pos);
   shared_->sticky = absl::OkStatus();
   drop.swap(shared_->ready);
-  shared_->work_cv.SignalAll();
-  shared_->mu.Unlock();
-  drop.clear();
-  shared_->mu.Lock();
+  l.unlock();
+  shared_->work_cv.notify_all();
+  drop.clear();  // releases the discarded batches outside the lock
   return absl::OkStatus();
 }
 
 int64_t Loader::size() const { return schedule_.RemainingBatches(Position{}); }
 
 int64_t Loader::remaining() const {
-  absl::MutexLock l(&shared_->mu);
+  std::lock_guard<std::mutex> l(shared_->mu);
   return shared_->total - shared_->returned;
 }
 

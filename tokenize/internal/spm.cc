@@ -1,0 +1,68 @@
+// No Abseil header may be included here (see spm.h).
+#include "tokenize/internal/spm.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <unordered_map>
+
+namespace grist::tokenize::internal {
+namespace {
+
+SpmStatus Convert(const sentencepiece::util::Status& s) {
+  SpmStatus out;
+  if (!s.ok()) {
+    out.code = static_cast<int>(s.code());
+    out.message = s.error_message();
+  }
+  return out;
+}
+
+class VectorIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit VectorIterator(const std::vector<std::string>* v) : v_(v) {}
+  bool done() const override { return i_ >= v_->size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return (*v_)[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>* v_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+struct Spm::Impl {
+  sentencepiece::SentencePieceProcessor sp;
+};
+
+Spm::Spm() : impl_(std::make_unique<Impl>()) {}
+Spm::~Spm() = default;
+
+SpmStatus Spm::Load(std::string_view serialized_model) {
+  return Convert(impl_->sp.LoadFromSerializedProto(serialized_model));
+}
+SpmStatus Spm::Encode(std::string_view text, std::vector<int>* ids) const {
+  return Convert(impl_->sp.Encode(text, ids));
+}
+SpmStatus Spm::Decode(const std::vector<int>& ids, std::string* text) const {
+  return Convert(impl_->sp.Decode(ids, text));
+}
+int Spm::PieceSize() const { return impl_->sp.GetPieceSize(); }
+std::string Spm::IdToPiece(int id) const { return impl_->sp.IdToPiece(id); }
+int Spm::bos_id() const { return impl_->sp.bos_id(); }
+int Spm::eos_id() const { return impl_->sp.eos_id(); }
+int Spm::pad_id() const { return impl_->sp.pad_id(); }
+int Spm::unk_id() const { return impl_->sp.unk_id(); }
+
+SpmStatus SpmTrain(const std::vector<std::pair<std::string, std::string>>& kwargs,
+                   const std::vector<std::string>& sentences, unsigned int seed,
+                   std::string* model) {
+  std::unordered_map<std::string, std::string> kw(kwargs.begin(), kwargs.end());
+  sentencepiece::SetRandomGeneratorSeed(seed);
+  VectorIterator it(&sentences);
+  return Convert(sentencepiece::SentencePieceTrainer::Train(kw, &it, model));
+}
+
+}  // namespace grist::tokenize::internal

@@ -333,7 +333,6 @@ absl::StatusOr<TrainReport> TrainTokenizer(Env* env, const std::vector<std::stri
   }
   report.sentences_used = sample.size();
   std::vector<std::pair<std::string, std::string>> kw = {
-      {"model_prefix", "grist_tokenizer"},
       {"model_type", options.model_type},
       {"vocab_size", absl::StrCat(options.vocab_size)},
       {"character_coverage", absl::StrCat(options.character_coverage)},
@@ -358,7 +357,7 @@ absl::StatusOr<TrainReport> TrainTokenizer(Env* env, const std::vector<std::stri
   }
   std::string model;
   RETURN_IF_ERROR(FromSpm(internal::SpmTrain(kw, sample, static_cast<unsigned int>(options.seed),
-                                             &model),
+                                             model_path + ".train.log", &model),
                           "SentencePiece training"));
   report.model_bytes = model.size();
   RETURN_IF_ERROR(WriteFileAtomic(env, model_path, model));

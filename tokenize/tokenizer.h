@@ -114,7 +114,8 @@ struct TrainReport {
 // Trains a SentencePiece model on the documents of `inputs` (any format common/records.h reads) and
 // writes it to `model_path` crash-safely. SentencePiece trains with num_threads=1: its trainers use
 // threads in ways whose floating-point reduction order varies, and the model must be identical for
-// identical inputs. Identical inputs and options give a byte-identical model.
+// identical inputs. Identical inputs and options give a byte-identical model. SentencePiece's
+// training log goes to `model_path`.train.log.
 absl::StatusOr<TrainReport> TrainTokenizer(Env* env, const std::vector<std::string>& inputs,
                                            const std::string& model_path,
                                            const TrainOptions& options, bool progress = false);

@@ -4,6 +4,10 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <unordered_map>
 
 namespace grist::tokenize::internal {
@@ -58,11 +62,28 @@ int Spm::unk_id() const { return impl_->sp.unk_id(); }
 
 SpmStatus SpmTrain(const std::vector<std::pair<std::string, std::string>>& kwargs,
                    const std::vector<std::string>& sentences, unsigned int seed,
-                   std::string* model) {
+                   const std::string& log_path, std::string* model) {
   std::unordered_map<std::string, std::string> kw(kwargs.begin(), kwargs.end());
   sentencepiece::SetRandomGeneratorSeed(seed);
   VectorIterator it(&sentences);
-  return Convert(sentencepiece::SentencePieceTrainer::Train(kw, &it, model));
+  // SentencePiece's trainer logs hundreds of lines to stderr; send them to `log_path` instead.
+  int saved = -1;
+  if (!log_path.empty()) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      std::fflush(stderr);
+      saved = ::dup(2);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+  }
+  SpmStatus s = Convert(sentencepiece::SentencePieceTrainer::Train(kw, &it, model));
+  if (saved >= 0) {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+  }
+  return s;
 }
 
 }  // namespace grist::tokenize::internal

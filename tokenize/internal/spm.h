@@ -40,10 +40,11 @@ class Spm {
 };
 
 // SentencePieceTrainer::Train over `sentences` with `kwargs`, after seeding SentencePiece's random
-// generator with `seed`. The serialized model goes to *model.
+// generator with `seed`. The serialized model goes to *model. SentencePiece's log goes to
+// `log_path` (stderr is redirected while training) unless it is empty.
 SpmStatus SpmTrain(const std::vector<std::pair<std::string, std::string>>& kwargs,
                    const std::vector<std::string>& sentences, unsigned int seed,
-                   std::string* model);
+                   const std::string& log_path, std::string* model);
 
 }  // namespace grist::tokenize::internal
 

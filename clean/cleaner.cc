@@ -399,8 +399,6 @@ struct Cleaner::Scratch {
   TextStats line_stats;  // for lines C4 edited
   CountTable table;
   std::vector<uint8_t> line_flags;
-  std::vector<std::pair<uint32_t, uint32_t>> seen_pairs;
-  std::vector<uint64_t> hashes;
 };
 
 Cleaner::Cleaner(CleanOptions options)
@@ -736,7 +734,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
 
   // C4: decide per line; build the edited text when lines go or citations are removed.
   // Kept lines are recorded as (hash, cp, ends_with_stop_char, tokens) for FineWeb.
-  std::vector<Kept>& kept = sc.kept;
+  std::vector<KeptLine>& kept = sc.kept;
   kept.clear();
   uint64_t newlines_after = 0;
   bool edited = false;

@@ -120,6 +120,13 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
       continue;
     }
     cleaner->Clean(doc.text, &result);
+    // The JSONL reader already replaced invalid UTF-8 (to parse the line): apply the policy here.
+    result.counters.invalid_utf8_sequences += doc.invalid_utf8;
+    if (doc.invalid_utf8 > 0 && options.utf8 == Utf8Policy::kReject &&
+        (result.reasons.empty() || result.reasons[0] != "invalid_utf8")) {
+      result.reasons.insert(result.reasons.begin(), "invalid_utf8");
+      result.reason_filters.insert(result.reason_filters.begin(), 0);
+    }
     rep.normalize.Add(result.counters);
     if (result.keep()) {
       ++rep.counts.docs_out;
@@ -320,7 +327,8 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   }
   if (output_dir.empty()) return absl::InvalidArgumentError("clean: no output directory given");
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
-  std::vector<InputSplit> all = PlanSplits(files, options.split_bytes);
+  ThreadPool pool(run.threads);
+  ASSIGN_OR_RETURN(std::vector<InputSplit> all, PlanSplits(env, files, options.split_bytes, &pool));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
 
   const std::string prefix = TaskPrefix(run.task, run.tasks);
@@ -347,7 +355,6 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   uint64_t total_bytes = 0;
   for (const auto& s : splits) total_bytes += s.bytes;
 
-  ThreadPool pool(run.threads);
   report.threads = pool.size();
   CleanerPool cleaners(options);
   Progress progress("clean", total_bytes, Progress::Unit::kBytes, !run.progress);

@@ -312,14 +312,16 @@ class CountTable {
     uint32_t first;
     uint32_t gen;
   };
+  // Empties the table and sizes it for `n` keys. Capacity only grows; emptiness is a generation
+  // stamp, so a reset costs nothing per slot.
   void Reset(size_t n) {
     size_t want = 16;
     while (want < 2 * n) want <<= 1;
-    if (slots_.size() < want || slots_.size() > 8 * want) {
+    if (slots_.size() < want) {
       slots_.assign(want, Slot{0, 0, 0, 0});
       gen_ = 0;
     }
-    mask_ = slots_.size() - 1;
+    mask_ = want - 1;
     if (++gen_ == 0) {
       std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0, 0});
       gen_ = 1;
@@ -390,6 +392,7 @@ struct KeptLine {
 
 struct Cleaner::Scratch {
   std::vector<KeptLine> kept;
+  std::vector<uint64_t> grams;
   std::vector<std::pair<uint64_t, uint64_t>> keys;
   std::string normalized;
   std::string lower;
@@ -437,10 +440,13 @@ std::pair<uint64_t, uint64_t> FindDuplicates(CountTable* table,
 }
 
 const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view text,
-                             const TextStats& st, CountTable* table) {
+                             const TextStats& st, CountTable* table,
+                             std::vector<uint64_t>* gram_buf,
+                             std::vector<std::pair<uint64_t, uint64_t>>* key_buf) {
   double len = static_cast<double>(st.total_cp);
   if (len == 0) return nullptr;
-  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  std::vector<std::pair<uint64_t, uint64_t>>& keys = *key_buf;
+  keys.clear();
   // Paragraphs: re.split(r"\n{2,}", text.strip()).
   {
     std::string_view s = StripAscii(text);
@@ -480,26 +486,40 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
   }
   const std::vector<WordInfo>& w = st.words;
   const size_t nw = w.size();
+  // Polynomial rolling hashes of the word hashes: gram[i] identifies words [i, i + n).
+  std::vector<uint64_t>& gram = *gram_buf;
+  auto fill_grams = [&](int n) {
+    constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
+    uint64_t pn = 1;
+    for (int k = 1; k < n; ++k) pn *= kP;
+    size_t count = nw - n + 1;
+    gram.resize(count);
+    uint64_t h = 0;
+    for (int k = 0; k < n; ++k) h = h * kP + w[k].hash;
+    gram[0] = h;
+    for (size_t i = 1; i < count; ++i) {
+      h = (h - w[i - 1].hash * pn) * kP + w[i + n - 1].hash;
+      gram[i] = h;
+    }
+  };
   static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
   for (int n = 2; n <= 4; ++n) {
     double frac = o.top_n_gram[n - 2];
     if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    size_t count = nw - n + 1;
+    fill_grams(n);
+    size_t count = gram.size();
     table->Reset(count);
     uint32_t best_count = 0, best_first = 0;
-    uint64_t best_len = 0;
     for (size_t i = 0; i < count; ++i) {
-      uint64_t h = n;
-      for (int k = 0; k < n; ++k) h = Mix(h, w[i + k].hash);
-      auto* s = table->Find(h, static_cast<uint32_t>(i));
+      auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
       ++s->count;
       if (s->count > best_count || (s->count == best_count && s->first < best_first)) {
         best_count = s->count;
         best_first = s->first;
       }
     }
+    uint64_t best_len = n - 1;  // joined with " "
     for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
-    best_len += n - 1;  // joined with " "
     if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
   }
   static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
@@ -508,19 +528,14 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
   for (int n = 5; n <= 10; ++n) {
     double frac = o.dup_n_gram[n - 5];
     if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    table->Reset(nw);
+    fill_grams(n);
+    table->Reset(gram.size());
     uint64_t repeated = 0;
     size_t idx = 0;
     while (idx + n <= nw) {
-      uint64_t h = n;
-      uint64_t chars = 0;
-      for (int k = 0; k < n; ++k) {
-        h = Mix(h, w[idx + k].hash);
-        chars += w[idx + k].cp;
-      }
-      auto* s = table->Find(h, static_cast<uint32_t>(idx));
+      auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
       if (s->count > 0) {
-        repeated += chars;  // joined with "" as datatrove does
+        for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
         idx += n;
       } else {
         s->count = 1;
@@ -722,7 +737,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
   internal::Analyze(text, o.gopher_quality.stop_words, &st);
 
   if (o.gopher_repetition.enabled) {
-    if (const char* why = GopherRepetition(o.gopher_repetition, text, st, &sc.table)) {
+    if (const char* why = GopherRepetition(o.gopher_repetition, text, st, &sc.table, &sc.grams, &sc.keys)) {
       Reject(r, kGopherRep, why);
     }
   }
@@ -871,7 +886,8 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
   if (o.fineweb.enabled) {
     const FineWebOptions& fw = o.fineweb;
     uint64_t n = 0, stop = 0, shorts = 0, chars = 0, tokens = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> keys;
+    std::vector<std::pair<uint64_t, uint64_t>>& keys = sc.keys;
+    keys.clear();
     for (const KeptLine& k : kept) {
       tokens += k.tokens;
       chars += k.cp;

@@ -134,6 +134,13 @@ absl::StatusOr<CleanOptions> CleanOptions::FromConfig(const Config& c) {
   GRIST_GET(Int, f.short_line_length, "clean.fineweb.short_line_length");
   GRIST_GET_FRAC(f.char_duplicates_ratio, "clean.fineweb.char_duplicates_ratio");
   GRIST_GET(Double, f.new_line_ratio, "clean.fineweb.new_line_ratio");
+
+  for (const std::string& key : c.UnusedKeys()) {
+    if (key.rfind("clean.", 0) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config ", c.source(), ": unknown key '", key, "' (see docs/clean.md)"));
+    }
+  }
   return o;
 }
 

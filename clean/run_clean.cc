@@ -111,6 +111,7 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
     rep.record_bytes += doc.input_bytes;
     if (!doc.error.empty()) {
       ++rep.bad_records;
+      rep.normalize.invalid_utf8_sequences += doc.invalid_utf8;
       ++rep.counts.docs_rejected;
       rep.bytes_rejected += doc.text.size();
       ++rep.reasons["bad_record"];

@@ -519,36 +519,38 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     if (!resubmit.empty() && inflight > 0) io_uring_submit(&ring_);
   };
 
-  // Data region first, in order as it becomes ready; each checksum block hashed once ready.
+  // Data region first, in order as it becomes ready. Checksums are computed once the snapshot is
+  // complete (while the writes are in flight), so hashing never competes with the caller's copy.
   job->block_hashes.assign(L.num_blocks(), 0);
   uint64_t hashed = 0;
   uint64_t next = L.data_start;
   const char* data = job->arena + L.data_start;
+  auto hash_some = [&](uint64_t ready, uint64_t max_blocks) {
+    for (uint64_t k = 0; k < max_blocks && hashed < L.num_blocks(); ++k) {
+      uint64_t b = hashed * L.checksum_block;
+      uint64_t e = std::min(L.data_len, b + L.checksum_block);
+      if (e > ready) break;
+      job->block_hashes[hashed++] = Hash64(data + b, e - b);
+    }
+  };
   while (error.ok()) {
-    const bool all_submitted = next >= io_end;
-    if (all_submitted && hashed == L.num_blocks()) break;
-    // Block for more data only when nothing is in flight to wait for instead.
+    if (next >= io_end && hashed == L.num_blocks()) break;
     auto ready_or = Ready(job, 0, false);
     if (!ready_or.ok()) {
       error = ready_or.status();
       break;
     }
     uint64_t ready = *ready_or;
-    if (ready < L.data_len && (!ring_ok_ || inflight == 0)) {
+    const bool committed = ready == L.data_len;
+    // Block for more data only when there is nothing in flight to wait for instead.
+    if (!committed && (!ring_ok_ || inflight == 0)) {
       uint64_t want = std::min(L.data_len, (next - L.data_start) + 1);
-      if (hashed < L.num_blocks()) want = std::min(want, std::min(L.data_len, (hashed + 1) * L.checksum_block));
       auto r = Ready(job, want, true);
       if (!r.ok()) {
         error = r.status();
         break;
       }
       ready = *r;
-    }
-    while (hashed < L.num_blocks()) {
-      uint64_t b = hashed * L.checksum_block;
-      uint64_t e = std::min(L.data_len, b + L.checksum_block);
-      if (e > ready) break;
-      job->block_hashes[hashed++] = Hash64(data + b, e - b);
     }
     // Everything is ready once the whole data region is; the padding past it is zeroed already.
     const uint64_t ready_abs = ready == L.data_len ? io_end : RoundDown(L.data_start + ready, align);
@@ -558,6 +560,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
         error = sync_write(next, end);
         next = end;
       }
+      if (ready == L.data_len) hash_some(ready, ~0ull);
       continue;
     }
     bool submitted = false;
@@ -576,7 +579,14 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       submitted = true;
     }
     if (submitted) io_uring_submit(&ring_);
-    if (inflight > 0) reap(/*wait=*/!submitted || inflight >= options_.queue_depth || next >= io_end);
+    bool hashing = false;
+    if (ready == L.data_len && hashed < L.num_blocks()) {
+      hash_some(ready, 4);
+      hashing = hashed < L.num_blocks();
+    }
+    if (inflight > 0) {
+      reap(/*wait=*/!hashing && (!submitted || inflight >= options_.queue_depth || next >= io_end));
+    }
   }
   while (inflight > 0) reap(true);  // never leave the kernel writing from a buffer we reuse
   RETURN_IF_ERROR(error);

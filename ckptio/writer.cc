@@ -9,13 +9,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <deque>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "ckptio/checkpoint_format.h"
 #include "ckptio/internal/io_util.h"
 #include "common/check.h"
@@ -39,7 +40,10 @@ struct Job;
 // The state shared by a PendingFile handle and the I/O thread.
 struct FileState {
   FileLayout layout;  // written before the job is queued, then read-only
-  absl::Mutex mu;
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with ThreadSanitizer, which
+  // then cannot see absl::Mutex's synchronization; pthread-based locks it intercepts.
+  std::mutex mu;
+  std::condition_variable cv;  // ready, abort or done changed
   uint64_t ready ABSL_GUARDED_BY(mu) = 0;
   absl::Status abort ABSL_GUARDED_BY(mu);
   bool done ABSL_GUARDED_BY(mu) = false;
@@ -110,16 +114,22 @@ class PendingFileImpl : public PendingFile {
   const FileLayout& layout() const override { return *layout_; }
   char* data() override { return data_; }
   void MarkReady(uint64_t upto) override {
-    absl::MutexLock l(&state_->mu);
-    state_->ready = std::max(state_->ready, std::min(upto, layout_->data_len));
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      state_->ready = std::max(state_->ready, std::min(upto, layout_->data_len));
+    }
+    state_->cv.notify_all();
   }
   void Abort(absl::Status why) override {
-    absl::MutexLock l(&state_->mu);
-    if (state_->abort.ok()) state_->abort = std::move(why);
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      if (state_->abort.ok()) state_->abort = std::move(why);
+    }
+    state_->cv.notify_all();
   }
   absl::StatusOr<FileResult> Wait() override {
-    absl::MutexLock l(&state_->mu);
-    state_->mu.Await(absl::Condition(&state_->done));
+    std::unique_lock<std::mutex> l(state_->mu);
+    state_->cv.wait(l, [this] { return state_->done; });
     return state_->result;
   }
   bool Done() const override { return state_->done_flag.load(); }
@@ -140,15 +150,19 @@ class FileWriterImpl : public FileWriter {
   ~FileWriterImpl() override {
     std::shared_ptr<FileState> current;
     {
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
       current = current_;
     }
+    cv_.notify_all();
     if (current) {
-      absl::MutexLock l(&current->mu);
-      if (current->abort.ok() && !current->done) {
-        current->abort = absl::CancelledError("checkpoint writer destroyed before the file was committed");
+      {
+        std::lock_guard<std::mutex> l(current->mu);
+        if (current->abort.ok() && !current->done) {
+          current->abort = absl::CancelledError("checkpoint writer destroyed before the file was committed");
+        }
       }
+      current->cv.notify_all();
     }
     thread_.join();
     FreeArena();
@@ -176,7 +190,8 @@ class FileWriterImpl : public FileWriter {
   WriterOptions options_;
   bool uring_path_ = true;
 
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;  // queue_ or stop_ changed
   std::deque<std::unique_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<FileState> current_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -239,12 +254,12 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
   }
   std::shared_ptr<FileState> previous;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     previous = current_;
   }
   if (previous) {  // the arena holds one file at a time
-    absl::MutexLock l(&previous->mu);
-    previous->mu.Await(absl::Condition(&previous->done));
+    std::unique_lock<std::mutex> l(previous->mu);
+    previous->cv.wait(l, [&] { return previous->done; });
   }
   auto job = std::make_unique<Job>();
   job->state = std::make_shared<FileState>();
@@ -281,10 +296,11 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
   auto handle = std::make_unique<PendingFileImpl>(job->state, &job->state->layout,
                                                   arena_ + job->state->layout.data_start);
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     current_ = job->state;
     queue_.push_back(std::move(job));
   }
+  cv_.notify_all();
   return std::unique_ptr<PendingFile>(std::move(handle));
 }
 
@@ -293,9 +309,8 @@ void FileWriterImpl::IoThread() {
   while (true) {
     std::unique_ptr<Job> job;
     {
-      absl::MutexLock l(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-      mu_.Await(absl::Condition(&has_work));
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) break;
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -319,10 +334,13 @@ void FileWriterImpl::IoThread() {
       r.notes = job->notes;
       result = std::move(r);
     }
-    absl::MutexLock l(&job->state->mu);
-    job->state->result = std::move(result);
-    job->state->done = true;
-    job->state->done_flag.store(true);
+    {
+      std::lock_guard<std::mutex> l(job->state->mu);
+      job->state->result = std::move(result);
+      job->state->done = true;
+      job->state->done_flag.store(true);
+    }
+    job->state->cv.notify_all();
   }
   if (ring_ok_) io_uring_queue_exit(&ring_);
 }
@@ -361,13 +379,8 @@ void FileWriterImpl::RegisterArena() {
 
 absl::StatusOr<uint64_t> FileWriterImpl::Ready(Job* job, uint64_t want, bool block) {
   FileState* st = job->state.get();
-  absl::MutexLock l(&st->mu);
-  if (block) {
-    auto cond = [st, want]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) {
-      return st->ready >= want || !st->abort.ok();
-    };
-    st->mu.Await(absl::Condition(&cond));
-  }
+  std::unique_lock<std::mutex> l(st->mu);
+  if (block) st->cv.wait(l, [st, want] { return st->ready >= want || !st->abort.ok(); });
   if (!st->abort.ok()) return st->abort;
   return st->ready;
 }

@@ -28,6 +28,7 @@ with torch.distributed (world_size > 1), `wait()` is collective (all ranks call 
 publishes once every rank's file is durable.
 """
 
+import atexit
 import ctypes
 import json
 import os
@@ -292,9 +293,7 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     import time
     torch = _torch()
     t0 = time.perf_counter()
-    if _last_handle is not None and not _last_handle._published.is_set() and \
-            _last_handle.world_size == 1:
-        _last_handle._thread.join()  # the staging arena holds one checkpoint at a time
+    _finish_previous()  # the staging arena holds one checkpoint at a time
     dist = _dist()
     if rank is None:
         rank = dist.get_rank() if dist else 0
@@ -352,6 +351,21 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     if blocking:
         h.wait()
     return h
+
+
+def _finish_previous(local_only=False):
+    """Publishes the previous save before the next one (collective with several ranks). Its error,
+    if any, stays with its handle's wait()."""
+    h = _last_handle
+    if h is not None and not h._published.is_set() and not (local_only and h.world_size > 1):
+        try:
+            h.wait()
+        except GristError:
+            pass
+
+
+# A single-process script that saves and exits still publishes (collectives are unsafe at exit).
+atexit.register(_finish_previous, local_only=True)
 
 
 def _arena_view(torch, addr, nbytes):

@@ -557,7 +557,9 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     const bool committed = ready == L.data_len;
     // Block for more data only when there is nothing in flight to wait for instead.
     if (!committed && (!ring_ok_ || inflight == 0)) {
-      uint64_t want = std::min(L.data_len, (next - L.data_start) + 1);
+      // Wait for one whole write's worth (writes are never smaller than a block before commit).
+      const uint64_t next_end = std::min({io_end, next + options_.block_size, RoundDown(next, kRegChunk) + kRegChunk});
+      uint64_t want = std::min(L.data_len, next_end - L.data_start);
       auto r = Ready(job, want, true);
       if (!r.ok()) {
         error = r.status();
@@ -579,10 +581,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     bool submitted = false;
     while (inflight < options_.queue_depth && next < io_end) {
       uint64_t end = std::min({io_end, next + options_.block_size, RoundDown(next, kRegChunk) + kRegChunk});
-      if (end > ready_abs) {
-        end = ready_abs;
-        if (end <= next) break;
-      }
+      if (end > ready_abs) break;  // only whole writes until the snapshot is committed
       size_t slot = 0;
       while (ops[slot].in_use) ++slot;
       ops[slot] = {next, end, true};

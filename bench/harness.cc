@@ -666,7 +666,7 @@ std::vector<std::pair<std::string, std::string>> Report::Plots() const {
       // Reference curves, dotted: perfect scaling from the first point, and Amdahl's law fitted.
       std::vector<double> order(xs.size());
       Series ideal;
-      ideal.label = "linear scaling from first point";
+      ideal.label = "linear scaling (from first)";
       ideal.style = LineStyle::kDotted;
       ideal.color = "#7f7f7f";
       ideal.markers = false;

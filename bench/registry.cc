@@ -1,5 +1,9 @@
 #include "bench/registry.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "common/env.h"
 
 namespace grist::bench {
@@ -7,6 +11,18 @@ namespace grist::bench {
 std::vector<BenchInfo>& BenchRegistry() {
   static auto* r = new std::vector<BenchInfo>();
   return *r;
+}
+
+absl::Status MaybeInjectFault(const std::string& name) {
+  const char* spec = std::getenv("GRIST_BENCH_INJECT_FAULT");
+  if (spec == nullptr) return absl::OkStatus();
+  std::string s(spec);
+  if (s == name + ":fail") return absl::InternalError("injected failure (GRIST_BENCH_INJECT_FAULT)");
+  if (s == name + ":crash") std::abort();
+  if (s == name + ":hang") {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return absl::OkStatus();
 }
 
 void AddBenchFlags(CLI::App* app, Options* o) {

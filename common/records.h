@@ -8,6 +8,8 @@
 //   *.jsonl.zst, *.json.zst, *.zst     the same, zstd-compressed (concatenated frames allowed)
 //   *.txt (and any other name)         plain text: the whole file is one document, or (txt_mode
 //                                      "blocks") each blank-line-separated block is one document
+//   *.txt.gz, *.txt.zst (any other     plain text, compressed
+//     name ending .gz / .zst)
 //   a directory                        walked recursively in bytewise name order; every regular file
 //                                      in it is an input by the rules above (so a folder of
 //                                      one-document files such as the 20newsgroups posts works)
@@ -43,6 +45,7 @@
 namespace grist {
 
 class Env;
+class ThreadPool;
 
 struct Document {
   std::string text;
@@ -57,11 +60,15 @@ struct Document {
   std::string error;
   // Size of the record in its input (bytes of the line or block), for throughput accounting.
   uint64_t input_bytes = 0;
+  // JSON input must be UTF-8: invalid sequences in a JSONL line are replaced with U+FFFD so the line
+  // can be parsed, and counted here; the cleaner's UTF-8 policy decides (repair or reject). Plain
+  // text inputs pass their bytes through unchanged (count 0) and the cleaner validates them.
+  uint32_t invalid_utf8 = 0;
 
   std::string id() const;
 };
 
-enum class InputFormat { kJsonl, kJsonlGzip, kJsonlZstd, kText };
+enum class InputFormat { kJsonl, kJsonlGzip, kJsonlZstd, kText, kTextGzip, kTextZstd };
 
 struct InputOptions {
   std::string text_field = "text";
@@ -91,11 +98,15 @@ struct InputSplit {
   uint64_t begin = 0;
   uint64_t end = UINT64_MAX;  // exclusive; UINT64_MAX = to end of file
   uint64_t bytes = 0;         // estimated size, for balancing and progress
+  uint64_t newlines_before = 0;  // '\n' bytes in [0, begin) of the file (set by PlanSplits)
 };
 
 // Cuts files into splits of about `target_bytes` (uncompressed JSONL larger than that is split at
-// byte ranges; everything else is one split per file).
-std::vector<InputSplit> PlanSplits(const std::vector<InputFile>& files, uint64_t target_bytes);
+// byte ranges; everything else is one split per file). For byte-range splits it counts, in parallel
+// on `pool` (may be null), the newlines before each split so that line numbers stay absolute.
+absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
+                                                   uint64_t target_bytes,
+                                                   ThreadPool* pool = nullptr);
 // The splits task `task` of `tasks` processes: a contiguous run balanced by bytes. Deterministic.
 std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks);
 

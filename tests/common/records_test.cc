@@ -1,0 +1,324 @@
+#include "common/records.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "common/env.h"
+#include "common/thread_pool.h"
+#include "tests/test_util.h"
+
+namespace grist {
+namespace {
+
+using ::grist::testing::TempDir;
+
+std::string Zstd(const std::string& s) {
+  std::string out(ZSTD_compressBound(s.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3);
+  out.resize(n);
+  return out;
+}
+
+std::string Gzip(const std::string& s) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, s.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  z.avail_in = s.size();
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = out.size();
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+struct ReadResult {
+  std::vector<Document> docs;
+  absl::Status status;
+};
+
+ReadResult ReadAll(const std::string& path, InputOptions opts = {}, uint64_t split_bytes = 1 << 30) {
+  ReadResult r;
+  auto files = ListInputs(Env::Default(), {path});
+  if (!files.ok()) {
+    r.status = files.status();
+    return r;
+  }
+  auto splits = PlanSplits(Env::Default(), *files, split_bytes);
+  if (!splits.ok()) {
+    r.status = splits.status();
+    return r;
+  }
+  for (const auto& s : *splits) {
+    auto reader = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, opts);
+    if (!reader.ok()) {
+      r.status = reader.status();
+      return r;
+    }
+    Document d;
+    while (true) {
+      auto more = (*reader)->Next(&d);
+      if (!more.ok()) {
+        r.status = more.status();
+        return r;
+      }
+      if (!*more) break;
+      r.docs.push_back(d);
+    }
+  }
+  return r;
+}
+
+void Write(const std::string& path, const std::string& data) {
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, data).ok());
+}
+
+TEST(RecordsTest, JsonlTextMetadataAndProvenance) {
+  TempDir t;
+  std::string p = t.Join("a.jsonl");
+  Write(p, "{\"id\": 7, \"text\": \"hello\\nworld\", \"url\": \"http://x\", \"tags\": [1, 2]}\n"
+           "\n"
+           "{\"text\": \"second\"}\r\n"
+           "{\"text\": \"no newline\"}");
+  auto r = ReadAll(p);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 3u);
+  EXPECT_EQ(r.docs[0].text, "hello\nworld");
+  EXPECT_EQ(r.docs[0].metadata, "{\"id\":7,\"url\":\"http://x\",\"tags\":[1,2]}");
+  EXPECT_EQ(r.docs[0].line, 1u);
+  EXPECT_EQ(r.docs[0].id(), p + ":1");
+  EXPECT_TRUE(r.docs[0].error.empty());
+  EXPECT_EQ(r.docs[1].text, "second");
+  EXPECT_EQ(r.docs[1].line, 3u);
+  EXPECT_EQ(r.docs[1].metadata, "{}");
+  EXPECT_EQ(r.docs[2].text, "no newline");
+  EXPECT_EQ(r.docs[2].line, 4u);
+}
+
+TEST(RecordsTest, BadRecordsAreReportedNotDropped) {
+  TempDir t;
+  std::string p = t.Join("bad.jsonl");
+  Write(p, "{\"text\": \"ok\"}\n"
+           "{\"text\": \"unterminated}\n"
+           "{\"body\": \"no text field\"}\n"
+           "{\"text\": null}\n"
+           "[1, 2]\n"
+           "{\"text\": \"bad \xff\xfe utf8\"}\n");
+  auto r = ReadAll(p);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 6u);
+  EXPECT_TRUE(r.docs[0].error.empty());
+  EXPECT_EQ(r.docs[1].error.rfind(p + ":2: malformed JSON", 0), 0u) << r.docs[1].error;
+  EXPECT_EQ(r.docs[1].text, "{\"text\": \"unterminated}");
+  EXPECT_EQ(r.docs[2].error, p + ":3: missing text field 'text'");
+  EXPECT_EQ(r.docs[3].error, p + ":4: text field 'text' is not a string");
+  EXPECT_EQ(r.docs[4].error, p + ":5: malformed JSON: the line is not a JSON object");
+  EXPECT_TRUE(r.docs[5].error.empty());
+  EXPECT_EQ(r.docs[5].invalid_utf8, 2u);
+  EXPECT_EQ(r.docs[5].text, "bad \xEF\xBF\xBD\xEF\xBF\xBD utf8");
+}
+
+TEST(RecordsTest, CustomTextField) {
+  TempDir t;
+  std::string p = t.Join("c.jsonl");
+  Write(p, "{\"content\": \"body\", \"text\": \"not this\"}\n");
+  InputOptions o;
+  o.text_field = "content";
+  auto r = ReadAll(p, o);
+  ASSERT_EQ(r.docs.size(), 1u);
+  EXPECT_EQ(r.docs[0].text, "body");
+  EXPECT_EQ(r.docs[0].metadata, "{\"text\":\"not this\"}");
+}
+
+TEST(RecordsTest, CompressedAndTruncated) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; i < 2000; ++i) body += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
+  Write(t.Join("x.jsonl.zst"), Zstd(body.substr(0, 1000)) + Zstd(body.substr(1000)));  // 2 frames
+  Write(t.Join("y.jsonl.gz"), Gzip(body.substr(0, 500)) + Gzip(body.substr(500)));      // 2 members
+  for (const char* name : {"x.jsonl.zst", "y.jsonl.gz"}) {
+    auto r = ReadAll(t.Join(name));
+    ASSERT_TRUE(r.status.ok()) << name << ": " << r.status;
+    ASSERT_EQ(r.docs.size(), 2000u) << name;
+    EXPECT_EQ(r.docs[1999].text, "document number 1999");
+    EXPECT_EQ(r.docs[1999].line, 2000u);
+  }
+  std::string z = Zstd(body), g = Gzip(body);
+  Write(t.Join("tz.jsonl.zst"), z.substr(0, z.size() / 2));
+  Write(t.Join("tg.jsonl.gz"), g.substr(0, g.size() / 2));
+  auto rz = ReadAll(t.Join("tz.jsonl.zst"));
+  EXPECT_EQ(rz.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(rz.status.message()).find("tz.jsonl.zst: truncated zstd stream"), std::string::npos)
+      << rz.status;
+  EXPECT_NE(std::string(rz.status.message()).find("after line "), std::string::npos);
+  auto rg = ReadAll(t.Join("tg.jsonl.gz"));
+  EXPECT_EQ(rg.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(rg.status.message()).find("tg.jsonl.gz: truncated gzip stream"), std::string::npos)
+      << rg.status;
+  Write(t.Join("garbage.jsonl.zst"), std::string("\x28\xb5\x2f\xfd garbage garbage", 20));
+  EXPECT_EQ(ReadAll(t.Join("garbage.jsonl.zst")).status.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(RecordsTest, TextFilesAndBlocks) {
+  TempDir t;
+  ASSERT_TRUE(Env::Default()->CreateDirs(t.Join("d/sub")).ok());
+  Write(t.Join("d/b.txt"), "");
+  Write(t.Join("d/a.txt"), "first para\nline two\n\n\n  \nsecond para\n");
+  Write(t.Join("d/sub/c"), "post body");
+  Write(t.Join("d/.hidden"), "skip me");
+  auto r = ReadAll(t.Join("d"));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 3u);
+  EXPECT_EQ(r.docs[0].text, "first para\nline two\n\n\n  \nsecond para\n");
+  EXPECT_EQ(r.docs[1].error, t.Join("d/b.txt") + ":1: empty file");
+  EXPECT_EQ(r.docs[2].text, "post body");
+  EXPECT_EQ(r.docs[2].source, t.Join("d/sub/c"));
+
+  InputOptions o;
+  o.txt_mode = "blocks";
+  auto b = ReadAll(t.Join("d/a.txt"), o);
+  ASSERT_EQ(b.docs.size(), 2u);
+  EXPECT_EQ(b.docs[0].text, "first para\nline two");
+  EXPECT_EQ(b.docs[0].line, 1u);
+  EXPECT_EQ(b.docs[1].text, "second para");
+  EXPECT_EQ(b.docs[1].line, 6u);
+
+  Write(t.Join("z.txt.zst"), Zstd("compressed text"));
+  auto zr = ReadAll(t.Join("z.txt.zst"));
+  ASSERT_EQ(zr.docs.size(), 1u);
+  EXPECT_EQ(zr.docs[0].text, "compressed text");
+}
+
+TEST(RecordsTest, MissingInputsAndDirectoriesAsFiles) {
+  auto r = ListInputs(Env::Default(), {"/nonexistent/corpus.jsonl"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "input /nonexistent/corpus.jsonl: no such file or directory");
+  EXPECT_EQ(ListInputs(Env::Default(), {}).status().code(), absl::StatusCode::kInvalidArgument);
+  InputOptions o;
+  o.txt_mode = "paragraphs";
+  InputFile f{"/dev/null", 0, InputFormat::kText};
+  EXPECT_EQ(OpenRecordReader(Env::Default(), f, InputSplit{}, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RecordsTest, OversizedRecordsAndBinaryGarbage) {
+  TempDir t;
+  std::string big(5000, 'x');
+  Write(t.Join("big.jsonl"), "{\"text\": \"" + big + "\"}\n{\"text\": \"small\"}\n");
+  InputOptions o;
+  o.max_record_bytes = 1000;
+  auto r = ReadAll(t.Join("big.jsonl"), o);
+  ASSERT_EQ(r.docs.size(), 2u);
+  EXPECT_EQ(r.docs[0].error, t.Join("big.jsonl") + ":1: record longer than 1000 bytes");
+  EXPECT_EQ(r.docs[0].input_bytes, 5000u + 13u);
+  EXPECT_EQ(r.docs[1].text, "small");
+  EXPECT_EQ(r.docs[1].line, 2u);
+
+  std::string garbage;
+  uint32_t x = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    x = x * 1103515245 + 12345;
+    garbage.push_back(static_cast<char>(x >> 24));
+  }
+  Write(t.Join("garbage.jsonl"), garbage);
+  auto g = ReadAll(t.Join("garbage.jsonl"));
+  ASSERT_TRUE(g.status.ok());
+  ASSERT_FALSE(g.docs.empty());
+  uint64_t lines = 0;
+  for (const auto& d : g.docs) {
+    EXPECT_FALSE(d.error.empty());
+    lines = d.line;
+  }
+  EXPECT_EQ(lines, static_cast<uint64_t>(std::count(garbage.begin(), garbage.end(), '\n')) +
+                       (garbage.back() == '\n' ? 0 : 1));
+}
+
+TEST(RecordsTest, ByteRangeSplitsMatchWholeFileRead) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; i < 3000; ++i) {
+    body += "{\"text\": \"doc " + std::to_string(i) + std::string(i % 37, 'z') + "\"}\n";
+    if (i % 100 == 0) body += "\n";
+  }
+  Write(t.Join("s.jsonl"), body);
+  auto whole = ReadAll(t.Join("s.jsonl"));
+  ASSERT_EQ(whole.docs.size(), 3000u);
+  for (uint64_t split : {7ull, 64ull, 1000ull, 4096ull}) {
+    auto files = ListInputs(Env::Default(), {t.Join("s.jsonl")});
+    ThreadPool pool(3);
+    auto splits = PlanSplits(Env::Default(), *files, split, &pool);
+    ASSERT_TRUE(splits.ok());
+    EXPECT_GT(splits->size(), 1u);
+    auto r = ReadAll(t.Join("s.jsonl"), {}, split);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.docs.size(), whole.docs.size()) << "split " << split;
+    for (size_t i = 0; i < r.docs.size(); ++i) {
+      ASSERT_EQ(r.docs[i].text, whole.docs[i].text) << "split " << split << " doc " << i;
+      ASSERT_EQ(r.docs[i].line, whole.docs[i].line) << "split " << split << " doc " << i;
+    }
+  }
+}
+
+TEST(RecordsTest, TaskSlicesPartitionTheSplits) {
+  std::vector<InputSplit> splits;
+  for (size_t i = 0; i < 17; ++i) splits.push_back({i, 0, UINT64_MAX, (i * 7919) % 1000, 0});
+  for (int tasks : {1, 2, 3, 5, 40}) {
+    std::vector<size_t> seen;
+    for (int t = 0; t < tasks; ++t) {
+      for (const auto& s : SelectTaskSplits(splits, t, tasks)) seen.push_back(s.file_index);
+    }
+    ASSERT_EQ(seen.size(), splits.size()) << tasks;
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);  // contiguous, in order
+  }
+}
+
+TEST(RecordsTest, WriterPartsRoundTrip) {
+  TempDir t;
+  OutputOptions o;
+  o.part_bytes = 4000;
+  auto w = RecordWriter::Open(Env::Default(), t.Join("out"), "part", o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 300; ++i) {
+    Document d;
+    d.text = "text \"" + std::to_string(i) + "\"\n\x01";
+    d.metadata = "{\"k\":" + std::to_string(i) + "}";
+    d.source = "in/file.jsonl";
+    d.line = static_cast<uint64_t>(i + 10);
+    ASSERT_TRUE((*w)->Append(d, i % 2 ? "\"reasons\":[\"odd\"]" : "").ok());
+  }
+  auto parts = (*w)->Finish();
+  ASSERT_TRUE(parts.ok());
+  EXPECT_GT(parts->size(), 3u);
+  uint64_t total = 0;
+  for (const auto& p : *parts) total += p.records;
+  EXPECT_EQ(total, 300u);
+  auto names = Env::Default()->ListDir(t.Join("out"));
+  for (const auto& n : *names) EXPECT_EQ(n.find(".tmp"), std::string::npos) << n;
+  EXPECT_EQ((*names)[0], "part-00000.jsonl.zst");
+  auto r = ReadAll(t.Join("out"));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 300u);
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_EQ(r.docs[i].text, "text \"" + std::to_string(i) + "\"\n\x01");
+    EXPECT_EQ(r.docs[i].metadata, "{\"k\":" + std::to_string(i) + "}");
+    EXPECT_EQ(r.docs[i].id(), "in/file.jsonl:" + std::to_string(i + 10));
+  }
+  EXPECT_EQ(SerializeRecord(r.docs[0], "\"x\":1"),
+            "{\"text\":\"text \\\"0\\\"\\n\\u0001\",\"meta\":{\"k\":0},"
+            "\"grist\":{\"src\":\"in/file.jsonl\",\"line\":10},\"x\":1}");
+}
+
+TEST(RecordsTest, RealCorpusWikinews) {
+  GRIST_REQUIRE_CORPUS(dir, "wikinews-en");
+  auto files = ListInputs(Env::Default(), {dir});
+  ASSERT_TRUE(files.ok());
+  auto r = ReadAll(dir);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.docs.size(), 39409u);  // SOURCES.md
+  for (const auto& d : r.docs) ASSERT_TRUE(d.error.empty()) << d.error;
+}
+
+}  // namespace
+}  // namespace grist

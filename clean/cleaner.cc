@@ -219,7 +219,7 @@ class Normalizer {
           } else if (ws_ && IsUnicodeSpace(cp)) {
             Space(reinterpret_cast<const char*>(p), n);
           } else {
-            line_needs_norm_ |= cp >= norm_threshold_;
+            line_needs_norm_ |= cp >= norm_threshold_ && !(nfc_ && NfcInert(cp));
             Content(reinterpret_cast<const char*>(p), n);
           }
           p += n;
@@ -288,7 +288,15 @@ class Normalizer {
     std::free(dst);
   }
 
+  // Punctuation and currency blocks (dashes, curly quotes, bullets, ellipsis, per mille, euro...):
+  // no canonical decomposition and no composition with a neighbour, so NFC never changes them.
+  // (NFKC does: U+2026 becomes "...".)
+  static bool NfcInert(int32_t cp) {
+    return (cp >= 0x2010 && cp <= 0x205E) || (cp >= 0x20A0 && cp <= 0x20CF);
+  }
+
   const CleanOptions& o_;
+  bool nfc_ = o_.normalization == Normalization::kNfc;
   bool ws_;
   std::string* out_;
   NormalizeCounters* c_;
@@ -306,34 +314,42 @@ class Normalizer {
 
 class CountTable {
  public:
+  // 16 bytes: the key, the index where it was first seen, and count (low 24 bits, saturating) with
+  // the table generation (high 8 bits) that marks the slot as used.
   struct Slot {
     uint64_t key;
-    uint32_t count;
     uint32_t first;
-    uint32_t gen;
+    uint32_t count_gen;
+    uint32_t count() const { return count_gen & kCountMask; }
+    void Increment() {
+      if ((count_gen & kCountMask) != kCountMask) ++count_gen;
+    }
   };
+  static constexpr uint32_t kCountMask = (1u << 24) - 1;
+
   // Empties the table and sizes it for `n` keys. Capacity only grows; emptiness is a generation
-  // stamp, so a reset costs nothing per slot.
+  // stamp, so a reset costs nothing per slot (a full clear every 255 resets).
   void Reset(size_t n) {
     size_t want = 16;
     while (want < 2 * n) want <<= 1;
     if (slots_.size() < want) {
-      slots_.assign(want, Slot{0, 0, 0, 0});
+      slots_.assign(want, Slot{0, 0, 0});
       gen_ = 0;
     }
     mask_ = want - 1;
-    if (++gen_ == 0) {
-      std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0, 0});
+    if (++gen_ == 256) {
+      std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0});
       gen_ = 1;
     }
   }
   // Returns the slot for key, inserting it with count 0 and first = index when new.
   Slot* Find(uint64_t key, uint32_t index) {
     size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    const uint32_t tag = gen_ << 24;
     while (true) {
       Slot& s = slots_[i];
-      if (s.gen != gen_) {
-        s = Slot{key, 0, index, gen_};
+      if ((s.count_gen & ~kCountMask) != tag) {
+        s = Slot{key, index, tag};
         return &s;
       }
       if (s.key == key) return &s;
@@ -363,9 +379,16 @@ inline std::string_view StripAscii(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+// glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
+inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
+  if (from > hay.size()) return std::string_view::npos;
+  const void* p = memmem(hay.data() + from, hay.size() - from, pat.data(), pat.size());
+  return p ? static_cast<const char*>(p) - hay.data() : std::string_view::npos;
+}
+
 size_t CountSubstr(std::string_view s, std::string_view pat) {
   size_t n = 0, pos = 0;
-  while ((pos = s.find(pat, pos)) != std::string_view::npos) {
+  while ((pos = Find(s, pat, pos)) != std::string_view::npos) {
     ++n;
     pos += pat.size();
   }
@@ -430,11 +453,11 @@ std::pair<uint64_t, uint64_t> FindDuplicates(CountTable* table,
   uint64_t dups = 0, dup_chars = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto* s = table->Find(keys[i].first, static_cast<uint32_t>(i));
-    if (s->count > 0) {
+    if (s->count() > 0) {
       ++dups;
       dup_chars += keys[i].second;
     }
-    ++s->count;
+    s->Increment();
   }
   return {dups, dup_chars};
 }
@@ -503,46 +526,59 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
     }
   };
   static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
+  // A repeated (n+1)-gram contains a repeated n-gram: once every n-gram is unique, so is every
+  // longer one (its top count is 1, at its first position) and no n-gram is duplicated.
+  bool all_unique = false;
   for (int n = 2; n <= 4; ++n) {
     double frac = o.top_n_gram[n - 2];
     if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    fill_grams(n);
-    size_t count = gram.size();
-    table->Reset(count);
-    uint32_t best_count = 0, best_first = 0;
-    for (size_t i = 0; i < count; ++i) {
-      auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
-      ++s->count;
-      if (s->count > best_count || (s->count == best_count && s->first < best_first)) {
-        best_count = s->count;
-        best_first = s->first;
+    uint32_t best_count = 1, best_first = 0;
+    if (!all_unique) {
+      fill_grams(n);
+      size_t count = gram.size();
+      table->Reset(count);
+      best_count = 0;
+      for (size_t i = 0; i < count; ++i) {
+        auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
+        s->Increment();
+        uint32_t c = s->count();
+        if (c > best_count || (c == best_count && s->first < best_first)) {
+          best_count = c;
+          best_first = s->first;
+        }
       }
+      all_unique = best_count == 1;
     }
     uint64_t best_len = n - 1;  // joined with " "
     for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
     if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
   }
+  bool no_dups_below = all_unique;
   static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
                                "duplicated_7_n_grams", "duplicated_8_n_grams",
                                "duplicated_9_n_grams", "duplicated_10_n_grams"};
+  // A duplicated (n+1)-gram contains a duplicated n-gram: once some n finds no duplicate at all,
+  // no larger n can, and those passes are skipped.
   for (int n = 5; n <= 10; ++n) {
     double frac = o.dup_n_gram[n - 5];
     if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
+    if (no_dups_below) break;
     fill_grams(n);
     table->Reset(gram.size());
     uint64_t repeated = 0;
     size_t idx = 0;
     while (idx + n <= nw) {
       auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
-      if (s->count > 0) {
+      if (s->count() > 0) {
         for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
         idx += n;
       } else {
-        s->count = 1;
+        s->Increment();
         idx += 1;
       }
     }
     if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
+    no_dups_below = repeated == 0;
   }
   return nullptr;
 }
@@ -778,7 +814,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
     };
     auto mark = [&](std::string_view pat, uint8_t flag, std::string_view hay) {
       size_t pos = 0;
-      while ((pos = hay.find(pat, pos)) != std::string_view::npos) {
+      while ((pos = Find(hay, pat, pos)) != std::string_view::npos) {
         sc.line_flags[line_of(pos)] |= flag;
         pos += 1;
       }
@@ -791,7 +827,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
       mark("terms of use", kHasPolicy, low);
       mark("privacy policy", kHasPolicy, low);
       size_t pos = 0;
-      while ((pos = low.find("cookie", pos)) != std::string_view::npos) {
+      while ((pos = Find(low, "cookie", pos)) != std::string_view::npos) {
         std::string_view before = low.substr(0, pos);
         bool hit = low.substr(pos, 13) == "cookie policy";
         if (!hit && low.substr(pos, 7) == "cookies") {

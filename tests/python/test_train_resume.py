@@ -37,9 +37,13 @@ def _read_log(path):
 class TrainResumeTest(unittest.TestCase):
     STEPS = 30
 
+    # GRIST_TEST_DEVICE=cuda runs the same proof on a GPU (deterministic settings in train.py).
+    DEVICE = os.environ.get("GRIST_TEST_DEVICE", "cpu")
+
     def _cmd(self, ckpt, log, release):
         return [sys.executable, TRAIN, "--ckpt-dir", ckpt, "--log", log, "--steps", str(self.STEPS),
-                "--ckpt-every", "3", "--keep", "2", "--release", release, "--dim", "256"]
+                "--ckpt-every", "3", "--keep", "2", "--release", release, "--dim", "256",
+                "--device", self.DEVICE]
 
     def test_sigkill_and_resume_gives_identical_losses(self):
         rng = random.Random(13)

@@ -47,7 +47,7 @@ struct CkptFlags {
   std::string sweep_qd = "1,4,16,64";
   std::string sweep_bs = "256K,1M,4M,16M";
   bool no_peers = false;
-  std::string python = "/usr/bin/python3";
+  std::string python;  // empty: FindPython picks one that imports torch
 };
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
@@ -256,10 +256,11 @@ absl::StatusOr<std::vector<double>> TorchPeer(const CkptFlags& f, uint64_t size)
       f.options.warmup, size);
   const std::string script_path = path + ".py";
   RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), script_path, script));
-  auto r = RunCommand(absl::StrCat(f.python, " ", script_path));
+  const std::string python = FindPython(f.python, "torch");
+  auto r = RunCommand(absl::StrCat(python, " ", script_path));
   ::unlink(script_path.c_str());
   if (!r.ok()) return r.status();
-  if (r->exit_code != 0) return absl::UnavailableError("torch not importable by " + f.python);
+  if (r->exit_code != 0) return absl::UnavailableError("torch not importable by " + python);
   std::vector<double> v;
   for (absl::string_view tok : absl::StrSplit(r->output, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
     double x;

@@ -509,7 +509,7 @@ absl::Status RunSignatures(Ctx& c) {
             r.exact_hi = h.high;
             r.exact_lo = h.low;
             if (c.opt.near) {
-              ShingleHashes(doc.text, c.opt.shingle, &shingles, &scratch);
+              ShingleHashesUnordered(doc.text, c.opt.shingle, &shingles, &scratch);
             } else {
               shingles.clear();
             }

@@ -64,8 +64,12 @@ std::string Progress::Line(bool final_line) const {
     double frac = std::min(1.0, done / total);
     if (tty_) {
       int width = 24, filled = static_cast<int>(frac * width);
-      s += "[" + std::string(filled, '=') + (filled < width ? ">" : "") +
-           std::string(std::max(0, width - filled - 1), ' ') + "] ";
+      // Appended piecewise: GCC 12 reports a false -Wrestrict for "[" + std::string(...).
+      s.push_back('[');
+      s.append(static_cast<size_t>(filled), '=');
+      if (filled < width) s.push_back('>');
+      s.append(static_cast<size_t>(std::max(0, width - filled - 1)), ' ');
+      s.append("] ");
     }
     s += absl::StrFormat("%3.0f%% ", frac * 100);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/hash.h"
@@ -14,6 +15,7 @@
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 #include "common/version.h"
+#include "dedup/dedup.h"
 #include "pack/pack.h"
 #include "release/release.h"
 #include "shard/manifest.h"
@@ -31,8 +33,10 @@ struct BuildConfig {
   std::string release_version;
   uint64_t seed = 0;
   std::vector<std::string> inputs;
-  bool clean_enabled = false;
-  std::string dedup_mode = "none";
+  bool clean_enabled = true;
+  clean::CleanOptions clean;
+  bool dedup_enabled = true;
+  dedup::DedupOptions dedup;
   std::string tokenizer_model;  // pretrained model path; empty = train
   tokenize::TrainOptions train;
   tokenize::EncodeStageOptions encode;
@@ -58,16 +62,14 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   b.seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(b.inputs, c.RequireStringList("inputs.paths"));
   if (b.inputs.empty()) return KeyError(c, "inputs.paths", "must name at least one input");
-  ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", false));
+  ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", true));
   if (b.clean_enabled) {
-    return KeyError(c, "clean.enabled",
-                    "the clean stage is not part of this grist build yet; set it to false");
+    ASSIGN_OR_RETURN(b.clean, clean::CleanOptions::FromConfig(c));
   }
-  ASSIGN_OR_RETURN(b.dedup_mode, c.GetString("dedup.mode", "none"));
-  if (b.dedup_mode != "none") {
-    return KeyError(c, "dedup.mode",
-                    absl::StrCat("'", b.dedup_mode,
-                                 "' is not available in this grist build yet; use \"none\""));
+  ASSIGN_OR_RETURN(b.dedup_enabled, c.GetBool("dedup.enabled", true));
+  if (b.dedup_enabled) {
+    ASSIGN_OR_RETURN(b.dedup, dedup::DedupOptions::FromConfig(c));
+    RETURN_IF_ERROR(b.dedup.Validate());
   }
   ASSIGN_OR_RETURN(b.tokenizer_model, c.GetString("tokenizer.model", ""));
   if (b.tokenizer_model.empty()) {
@@ -140,6 +142,20 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   r.report_json = std::string(sv);
   s.resumed = true;
   return r;
+}
+
+// The document parts a stage left at the top level of `dir` (*.jsonl.zst), in name order.
+absl::StatusOr<std::vector<std::string>> KeptParts(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  std::vector<std::string> out;
+  const std::string ext = ".jsonl.zst";
+  for (const std::string& n : names) {
+    if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0 &&
+        !env->IsDirectory(JoinPath(dir, n))) {
+      out.push_back(JoinPath(dir, n));
+    }
+  }
+  return out;
 }
 
 std::string Now() {
@@ -221,12 +237,6 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
   };
 
-  // clean and dedup: not part of this build yet (config switches are checked above).
-  StageSummary clean{.name = "clean"};
-  clean.note = "disabled";
-  StageSummary dedup{.name = "dedup"};
-  dedup.note = "none";
-
   // Manifest inputs: every input file with its size and XXH3-128.
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
   std::vector<shard::FileInfo> inputs;
@@ -236,6 +246,84 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   }
   uint64_t input_bytes = 0;
   for (const auto& f : inputs) input_bytes += f.bytes;
+
+  // ---- clean ----
+  std::vector<std::string> docs = bc.inputs;  // what the next stage reads
+  std::optional<StageRecord> clean_rec;
+  if (bc.clean_enabled) {
+    const std::string dir = JoinPath(work, "clean");
+    clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
+    if (!clean_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
+      StageRecord r;
+      r.summary.name = "clean";
+      r.summary.docs_in = cr.counts.docs_in;
+      r.summary.docs_out = cr.counts.docs_out;
+      r.summary.docs_rejected = cr.counts.docs_rejected;
+      r.summary.docs_removed = cr.counts.docs_removed;
+      r.summary.bytes_in = cr.record_bytes;
+      r.summary.seconds = cr.seconds;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
+      w.Field("docs_rejected", cr.counts.docs_rejected);
+      w.Field("docs_removed", cr.counts.docs_removed);
+      w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
+      w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
+      for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
+      w.EndObject().EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      clean_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+
+  // ---- dedup ----
+  std::optional<StageRecord> dedup_rec;
+  if (bc.dedup_enabled) {
+    const std::string dir = JoinPath(work, "dedup");
+    dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
+    if (!dedup_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      dedup::DedupOptions dopt = bc.dedup;
+      if (docs.empty()) {
+        return absl::FailedPreconditionError("build: the clean stage kept no documents");
+      }
+      ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, dopt, run));
+      StageRecord r;
+      r.summary.name = "dedup";
+      r.summary.docs_in = dr.counts.docs_in;
+      r.summary.docs_out = dr.counts.docs_out;
+      r.summary.docs_rejected = dr.counts.docs_rejected;
+      r.summary.docs_removed = dr.counts.docs_removed;
+      r.summary.bytes_in = dr.counts.bytes_in;
+      double secs = 0;
+      for (const auto& st : dr.stages) secs += st.seconds;
+      r.summary.seconds = secs;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
+      w.Field("docs_rejected", dr.counts.docs_rejected);
+      w.Field("docs_removed", dr.counts.docs_removed);
+      w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
+      w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
+      w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
+      w.Field("threshold", dr.threshold).EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      dedup_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+  if (docs.empty()) {
+    return absl::FailedPreconditionError("build: no documents left after clean and dedup");
+  }
 
   // ---- tokenizer ----
   const std::string model_path = JoinPath(work, "tokenizer.model");
@@ -255,7 +343,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       r.summary.note = "pretrained";
       r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
     } else {
-      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, bc.inputs, model_path, bc.train,
+      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, docs, model_path, bc.train,
                                                          opts.run.progress));
       r.summary.docs_in = tr.documents;
       r.summary.docs_out = tr.documents - tr.documents_rejected;
@@ -280,7 +368,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     RunOptions run = opts.run;
     run.task = 0;
     run.tasks = 1;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, bc.inputs, tokens_dir, eo, run));
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, run));
     StageRecord r;
     r.summary.name = "tokenize";
     r.summary.docs_in = er.counts.docs_in;
@@ -388,8 +476,16 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   }
   JsonWriter cj(0);
   cj.BeginObject();
-  cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
-  cj.Key("dedup").BeginObject().Field("mode", bc.dedup_mode).EndObject();
+  if (clean_rec) {
+    cj.Key("clean").Raw(clean_rec->report_json);
+  } else {
+    cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
+  }
+  if (dedup_rec) {
+    cj.Key("dedup").Raw(dedup_rec->report_json);
+  } else {
+    cj.Key("dedup").BeginObject().Field("enabled", false).EndObject();
+  }
   cj.Key("tokenize").Raw(enc_rec->report_json);
   cj.Key("pack").Raw(pj.str());
   cj.Key("shard").BeginObject();
@@ -401,9 +497,26 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   cj.Field("shards_train", static_cast<uint64_t>(m.splits["train"].shards.size()));
   cj.Field("shards_validation", static_cast<uint64_t>(m.splits["validation"].shards.size()));
   cj.EndObject();
+  // Nothing lost: documents in = in shards + rejected (clean, dedup, tokenize) + removed (dedup).
+  uint64_t docs_in = es.docs_in, rejected = es.docs_rejected, removed = es.docs_removed;
+  for (const auto* rec : {&clean_rec, &dedup_rec}) {
+    if (!*rec) continue;
+    rejected += (*rec)->summary.docs_rejected;
+    removed += (*rec)->summary.docs_removed;
+  }
+  if (clean_rec) {
+    docs_in = clean_rec->summary.docs_in;
+  } else if (dedup_rec) {
+    docs_in = dedup_rec->summary.docs_in;
+  }
+  if (docs_in != es.docs_out + rejected + removed) {
+    return absl::InternalError(absl::StrCat("build: documents in (", docs_in,
+                                            ") != in shards + rejected + removed (", es.docs_out,
+                                            " + ", rejected, " + ", removed, ")"));
+  }
   cj.Key("total").BeginObject();
-  cj.Field("documents_in", es.docs_in).Field("documents_in_shards", es.docs_out);
-  cj.Field("documents_rejected", es.docs_rejected).Field("documents_removed", uint64_t{0});
+  cj.Field("documents_in", docs_in).Field("documents_in_shards", es.docs_out);
+  cj.Field("documents_rejected", rejected).Field("documents_removed", removed);
   cj.EndObject();
   cj.EndObject();
   m.counts_json = cj.Take();
@@ -418,8 +531,18 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   ps.note = absl::StrFormat("%s, %.1f%% padding", po.strategy, 100 * all.padding_fraction());
   ps.seconds = pack_sw.Seconds();
 
-  clean.docs_in = clean.docs_out = dedup.docs_in = dedup.docs_out = es.docs_in;
-  report.stages = {clean, dedup, tok_rec->summary, enc_rec->summary, ps};
+  StageSummary clean_s{.name = "clean"}, dedup_s{.name = "dedup"};
+  if (clean_rec) {
+    clean_s = clean_rec->summary;
+  } else {
+    clean_s.note = "disabled";
+  }
+  if (dedup_rec) {
+    dedup_s = dedup_rec->summary;
+  } else {
+    dedup_s.note = "disabled";
+  }
+  report.stages = {clean_s, dedup_s, tok_rec->summary, enc_rec->summary, ps};
   report.release_id = m.release_id;
   report.seconds = total.Seconds();
   report.peak_rss_bytes = PeakRssBytes();

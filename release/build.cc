@@ -210,6 +210,11 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   Stopwatch total;
   if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
+    auto bytes = ReadFileToString(env, bc.tokenizer_model);
+    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
+    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
+  }
   const std::string work = opts.output_dir + ".work";
   const std::string stages_dir = JoinPath(work, "stages");
   // A work folder from another config (or --restart) is discarded.

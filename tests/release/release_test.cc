@@ -15,15 +15,14 @@ namespace {
 
 using grist::testing::TempDir;
 
-// A small real corpus: two wikinews files plus the 'botchan' novel as blocks of text.
+// A small real corpus: one Wikinews file (about 1,000 records, half of them empty redirects).
 std::string Config(const std::string& corpus, const std::string& extra = "",
                    const std::string& seq_len = "256") {
   return absl::StrCat(R"(seed = 42
 [release]
 version = "1.0"
 [inputs]
-paths = [")", corpus, R"(/wikinews-en/wiki_05.jsonl.zst", ")", corpus,
-                      R"(/wikinews-en/wiki_06.jsonl.zst"]
+paths = [")", corpus, R"(/wikinews-en/wiki_05.jsonl.zst"]
 [tokenizer]
 vocab_size = 600
 input_sentence_size = 20000
@@ -33,7 +32,9 @@ strategy = "bestfit"
 [split]
 validation_fraction = 0.05
 [shard]
-max_bytes = 200000
+max_bytes = 120000
+[dedup]
+memory_limit_mb = 64
 )", extra);
 }
 
@@ -83,6 +84,20 @@ TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
   EXPECT_EQ(tok.docs_in, tok.docs_out + tok.docs_rejected);
   EXPECT_EQ(m.split("train")->documents + m.split("validation")->documents, tok.docs_out);
   EXPECT_NE(m.counts_json.find(absl::StrCat("\"docs_in\":", tok.docs_in)), std::string::npos);
+  // Across clean (rejects) and dedup (removals) too.
+  const StageSummary& cl = a->stages[0];
+  const StageSummary& dd = a->stages[1];
+  EXPECT_EQ(cl.name, "clean");
+  EXPECT_EQ(dd.name, "dedup");
+  EXPECT_GT(cl.docs_rejected, 0u);
+  EXPECT_EQ(cl.docs_out, dd.docs_in);
+  EXPECT_EQ(dd.docs_out, tok.docs_in);
+  EXPECT_EQ(cl.docs_in, tok.docs_out + cl.docs_rejected + dd.docs_rejected + dd.docs_removed +
+                            tok.docs_rejected);
+  EXPECT_NE(m.counts_json.find(absl::StrCat("\"total\":{\"documents_in\":", cl.docs_in,
+                                            ",\"documents_in_shards\":", tok.docs_out)),
+            std::string::npos)
+      << m.counts_json;
   // A verified release.
   auto v = VerifyRelease(Env::Default(), tmp.Join("a"));
   ASSERT_TRUE(v.ok());

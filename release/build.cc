@@ -86,7 +86,8 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   b.shard_max_bytes = static_cast<uint64_t>(smb);
   std::vector<std::string> unused = c.UnusedKeys();
   if (!unused.empty()) {
-    return KeyError(c, unused.front(), "unknown key (misspelled?)");
+    return KeyError(c, unused.front(),
+                    "unknown key (misspelled, or not used with these settings)");
   }
   b.canonical_json = c.ResolvedJson(0);
   b.hash = Hash128Of(b.canonical_json);
@@ -165,228 +166,16 @@ std::string Now() {
   return buf;
 }
 
-}  // namespace
-
-std::string BuildReport::Table() const {
-  std::string out =
-      "| stage | docs in | docs out | rejected | removed | tokens | samples | seconds | MB/s |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const StageSummary& s : stages) {
-    std::string secs = s.resumed ? absl::StrFormat("%.2f (earlier run)", s.seconds)
-                                 : absl::StrFormat("%.2f", s.seconds);
-    std::string mbs = s.seconds > 0 && s.bytes_in > 0
-                          ? absl::StrFormat("%.1f", s.bytes_in / s.seconds / 1e6)
-                          : std::string("-");
-    out += absl::StrFormat("| %s%s | %d | %d | %d | %d | %d | %d | %s | %s |\n", s.name,
-                           s.note.empty() ? "" : " (" + s.note + ")", s.docs_in, s.docs_out,
-                           s.docs_rejected, s.docs_removed, s.tokens, s.samples, secs, mbs);
-  }
-  out += absl::StrFormat("\nrelease %s in %s, total %.2f s, peak RSS %.0f MiB\n", release_id,
-                         output_dir, seconds, peak_rss_bytes / 1048576.0);
-  return out;
-}
-
-std::string BuildReport::ToJson() const {
-  JsonWriter w(2);
-  w.BeginObject();
-  w.Field("output_dir", output_dir).Field("release_id", release_id);
-  w.Field("seconds", seconds).Field("peak_rss_bytes", peak_rss_bytes);
-  w.Field("host", HostName()).Field("date", Now()).Field("cpu", CpuModel());
-  w.Key("stages").BeginArray();
-  for (const StageSummary& s : stages) {
-    w.BeginObject().Field("name", s.name).Field("note", s.note).Field("resumed", s.resumed);
-    w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
-    w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
-    w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
-    w.Field("seconds", s.seconds);
-    w.Field("mb_per_s", s.seconds > 0 ? s.bytes_in / s.seconds / 1e6 : 0.0);
-    w.EndObject();
-  }
-  w.EndArray().EndObject();
-  return w.Take();
-}
-
-absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
-  Stopwatch total;
-  if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
-  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
-  if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
-    auto bytes = ReadFileToString(env, bc.tokenizer_model);
-    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
-    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
-  }
-  const std::string work = opts.output_dir + ".work";
-  const std::string stages_dir = JoinPath(work, "stages");
-  // A work folder from another config (or --restart) is discarded.
-  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
-  if (env->IsDirectory(stages_dir)) {
-    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
-    for (const std::string& n : names) {
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
-          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
-        if (opts.run.progress) {
-          std::fprintf(stderr, "build: %s was made with another config; starting over\n",
-                       work.c_str());
-        }
-        RETURN_IF_ERROR(env->RemoveAll(work));
-        break;
-      }
-    }
-  }
-  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+// The pack+shard stage: packs the tokenized parts in `tokens_dir` into the release folder and
+// publishes it (reports/, then manifest.json last).
+absl::StatusOr<BuildReport> PackAndPublish(
+    Env* env, const BuildOptions& opts, const BuildConfig& bc, tokenize::Tokenizer* tok,
+    const std::string& tokens_dir, const std::vector<shard::FileInfo>& inputs,
+    const std::optional<StageRecord>& clean_rec, const std::optional<StageRecord>& dedup_rec,
+    const std::optional<StageRecord>& tok_rec, const std::optional<StageRecord>& enc_rec,
+    const Stopwatch& total) {
   BuildReport report;
   report.output_dir = opts.output_dir;
-
-  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
-  auto complete = [&](const StageRecord& r) -> absl::Status {
-    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
-  };
-
-  // Manifest inputs: every input file with its size and XXH3-128.
-  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
-  std::vector<shard::FileInfo> inputs;
-  for (const InputFile& f : files) {
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
-    inputs.push_back({f.path, f.size, h});
-  }
-  uint64_t input_bytes = 0;
-  for (const auto& f : inputs) input_bytes += f.bytes;
-
-  // ---- clean ----
-  std::vector<std::string> docs = bc.inputs;  // what the next stage reads
-  std::optional<StageRecord> clean_rec;
-  if (bc.clean_enabled) {
-    const std::string dir = JoinPath(work, "clean");
-    clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
-    if (!clean_rec) {
-      RETURN_IF_ERROR(env->RemoveAll(dir));
-      RunOptions run = opts.run;
-      run.task = 0;
-      run.tasks = 1;
-      ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
-      StageRecord r;
-      r.summary.name = "clean";
-      r.summary.docs_in = cr.counts.docs_in;
-      r.summary.docs_out = cr.counts.docs_out;
-      r.summary.docs_rejected = cr.counts.docs_rejected;
-      r.summary.docs_removed = cr.counts.docs_removed;
-      r.summary.bytes_in = cr.record_bytes;
-      r.summary.seconds = cr.seconds;
-      JsonWriter w(0);
-      w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
-      w.Field("docs_rejected", cr.counts.docs_rejected);
-      w.Field("docs_removed", cr.counts.docs_removed);
-      w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
-      w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
-      for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
-      w.EndObject().EndObject();
-      r.report_json = w.Take();
-      RETURN_IF_ERROR(complete(r));
-      clean_rec = r;
-    }
-    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
-  }
-
-  // ---- dedup ----
-  std::optional<StageRecord> dedup_rec;
-  if (bc.dedup_enabled) {
-    const std::string dir = JoinPath(work, "dedup");
-    dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
-    if (!dedup_rec) {
-      RETURN_IF_ERROR(env->RemoveAll(dir));
-      RunOptions run = opts.run;
-      run.task = 0;
-      run.tasks = 1;
-      dedup::DedupOptions dopt = bc.dedup;
-      if (docs.empty()) {
-        return absl::FailedPreconditionError("build: the clean stage kept no documents");
-      }
-      ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, dopt, run));
-      StageRecord r;
-      r.summary.name = "dedup";
-      r.summary.docs_in = dr.counts.docs_in;
-      r.summary.docs_out = dr.counts.docs_out;
-      r.summary.docs_rejected = dr.counts.docs_rejected;
-      r.summary.docs_removed = dr.counts.docs_removed;
-      r.summary.bytes_in = dr.counts.bytes_in;
-      double secs = 0;
-      for (const auto& st : dr.stages) secs += st.seconds;
-      r.summary.seconds = secs;
-      JsonWriter w(0);
-      w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
-      w.Field("docs_rejected", dr.counts.docs_rejected);
-      w.Field("docs_removed", dr.counts.docs_removed);
-      w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
-      w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
-      w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
-      w.Field("threshold", dr.threshold).EndObject();
-      r.report_json = w.Take();
-      RETURN_IF_ERROR(complete(r));
-      dedup_rec = r;
-    }
-    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
-  }
-  if (docs.empty()) {
-    return absl::FailedPreconditionError("build: no documents left after clean and dedup");
-  }
-
-  // ---- tokenizer ----
-  const std::string model_path = JoinPath(work, "tokenizer.model");
-  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
-  if (!tok_rec) {
-    Stopwatch sw;
-    StageRecord r;
-    r.summary.name = "tokenizer";
-    if (!bc.tokenizer_model.empty()) {
-      auto bytes = ReadFileToString(env, bc.tokenizer_model);
-      if (!bytes.ok()) {
-        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
-      }
-      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
-      if (!t.ok()) return t.status();
-      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
-      r.summary.note = "pretrained";
-      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
-    } else {
-      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, docs, model_path, bc.train,
-                                                         opts.run.progress));
-      r.summary.docs_in = tr.documents;
-      r.summary.docs_out = tr.documents - tr.documents_rejected;
-      r.summary.docs_rejected = tr.documents_rejected;
-      r.summary.bytes_in = input_bytes;
-      r.summary.note = "trained";
-      r.report_json = tr.ToJson();
-    }
-    r.summary.seconds = sw.Seconds();
-    RETURN_IF_ERROR(complete(r));
-    tok_rec = r;
-  }
-  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
-
-  // ---- tokenize ----
-  const std::string tokens_dir = JoinPath(work, "tokens");
-  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
-  if (!enc_rec) {
-    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
-    tokenize::EncodeStageOptions eo = bc.encode;
-    eo.model_path = model_path;
-    RunOptions run = opts.run;
-    run.task = 0;
-    run.tasks = 1;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, run));
-    StageRecord r;
-    r.summary.name = "tokenize";
-    r.summary.docs_in = er.counts.docs_in;
-    r.summary.docs_out = er.counts.docs_out;
-    r.summary.docs_rejected = er.counts.docs_rejected;
-    r.summary.bytes_in = er.counts.bytes_in;
-    r.summary.tokens = er.tokens;
-    r.summary.seconds = er.seconds;
-    r.report_json = er.ToJson();
-    RETURN_IF_ERROR(complete(r));
-    enc_rec = r;
-  }
-
   // ---- pack + shard (one stage: its output is the release itself) ----
   Stopwatch pack_sw;
   if (env->IsDirectory(opts.output_dir)) {
@@ -563,6 +352,296 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   RETURN_IF_ERROR(shard::WriteManifest(env, opts.output_dir, m));
   RETURN_IF_ERROR(env->SyncDir(DirName(opts.output_dir)));
   return report;
+}
+
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<std::string>& paths) {
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, paths));
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  return inputs;
+}
+
+}  // namespace
+
+std::string BuildReport::Table() const {
+  std::string out =
+      "| stage | docs in | docs out | rejected | removed | tokens | samples | seconds | MB/s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const StageSummary& s : stages) {
+    std::string secs = s.resumed ? absl::StrFormat("%.2f (earlier run)", s.seconds)
+                                 : absl::StrFormat("%.2f", s.seconds);
+    std::string mbs = s.seconds > 0 && s.bytes_in > 0
+                          ? absl::StrFormat("%.1f", s.bytes_in / s.seconds / 1e6)
+                          : std::string("-");
+    out += absl::StrFormat("| %s%s | %d | %d | %d | %d | %d | %d | %s | %s |\n", s.name,
+                           s.note.empty() ? "" : " (" + s.note + ")", s.docs_in, s.docs_out,
+                           s.docs_rejected, s.docs_removed, s.tokens, s.samples, secs, mbs);
+  }
+  out += absl::StrFormat("\nrelease %s in %s, total %.2f s, peak RSS %.0f MiB\n", release_id,
+                         output_dir, seconds, peak_rss_bytes / 1048576.0);
+  return out;
+}
+
+std::string BuildReport::ToJson() const {
+  JsonWriter w(2);
+  w.BeginObject();
+  w.Field("output_dir", output_dir).Field("release_id", release_id);
+  w.Field("seconds", seconds).Field("peak_rss_bytes", peak_rss_bytes);
+  w.Field("host", HostName()).Field("date", Now()).Field("cpu", CpuModel());
+  w.Key("stages").BeginArray();
+  for (const StageSummary& s : stages) {
+    w.BeginObject().Field("name", s.name).Field("note", s.note).Field("resumed", s.resumed);
+    w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
+    w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
+    w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
+    w.Field("seconds", s.seconds);
+    w.Field("mb_per_s", s.seconds > 0 ? s.bytes_in / s.seconds / 1e6 : 0.0);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
+  Stopwatch total;
+  if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
+    auto bytes = ReadFileToString(env, bc.tokenizer_model);
+    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
+    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
+  }
+  const std::string work = opts.output_dir + ".work";
+  const std::string stages_dir = JoinPath(work, "stages");
+  // A work folder from another config (or --restart) is discarded.
+  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
+  if (env->IsDirectory(stages_dir)) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
+    for (const std::string& n : names) {
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
+          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
+        if (opts.run.progress) {
+          std::fprintf(stderr, "build: %s was made with another config; starting over\n",
+                       work.c_str());
+        }
+        RETURN_IF_ERROR(env->RemoveAll(work));
+        break;
+      }
+    }
+  }
+  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+
+  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
+  auto complete = [&](const StageRecord& r) -> absl::Status {
+    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
+  };
+
+  // Manifest inputs: every input file with its size and XXH3-128.
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  uint64_t input_bytes = 0;
+  for (const auto& f : inputs) input_bytes += f.bytes;
+
+  // ---- clean ----
+  std::vector<std::string> docs = bc.inputs;  // what the next stage reads
+  std::optional<StageRecord> clean_rec;
+  if (bc.clean_enabled) {
+    const std::string dir = JoinPath(work, "clean");
+    clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
+    if (!clean_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
+      StageRecord r;
+      r.summary.name = "clean";
+      r.summary.docs_in = cr.counts.docs_in;
+      r.summary.docs_out = cr.counts.docs_out;
+      r.summary.docs_rejected = cr.counts.docs_rejected;
+      r.summary.docs_removed = cr.counts.docs_removed;
+      r.summary.bytes_in = cr.record_bytes;
+      r.summary.seconds = cr.seconds;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
+      w.Field("docs_rejected", cr.counts.docs_rejected);
+      w.Field("docs_removed", cr.counts.docs_removed);
+      w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
+      w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
+      for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
+      w.EndObject().EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      clean_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+
+  // ---- dedup ----
+  std::optional<StageRecord> dedup_rec;
+  if (bc.dedup_enabled) {
+    const std::string dir = JoinPath(work, "dedup");
+    dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
+    if (!dedup_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      dedup::DedupOptions dopt = bc.dedup;
+      if (docs.empty()) {
+        return absl::FailedPreconditionError("build: the clean stage kept no documents");
+      }
+      ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, dopt, run));
+      StageRecord r;
+      r.summary.name = "dedup";
+      r.summary.docs_in = dr.counts.docs_in;
+      r.summary.docs_out = dr.counts.docs_out;
+      r.summary.docs_rejected = dr.counts.docs_rejected;
+      r.summary.docs_removed = dr.counts.docs_removed;
+      r.summary.bytes_in = dr.counts.bytes_in;
+      double secs = 0;
+      for (const auto& st : dr.stages) secs += st.seconds;
+      r.summary.seconds = secs;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
+      w.Field("docs_rejected", dr.counts.docs_rejected);
+      w.Field("docs_removed", dr.counts.docs_removed);
+      w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
+      w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
+      w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
+      w.Field("threshold", dr.threshold).EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      dedup_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+  if (docs.empty()) {
+    return absl::FailedPreconditionError("build: no documents left after clean and dedup");
+  }
+
+  // ---- tokenizer ----
+  const std::string model_path = JoinPath(work, "tokenizer.model");
+  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
+  if (!tok_rec) {
+    Stopwatch sw;
+    StageRecord r;
+    r.summary.name = "tokenizer";
+    if (!bc.tokenizer_model.empty()) {
+      auto bytes = ReadFileToString(env, bc.tokenizer_model);
+      if (!bytes.ok()) {
+        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
+      }
+      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
+      if (!t.ok()) return t.status();
+      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
+      r.summary.note = "pretrained";
+      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
+    } else {
+      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, docs, model_path, bc.train,
+                                                         opts.run.progress));
+      r.summary.docs_in = tr.documents;
+      r.summary.docs_out = tr.documents - tr.documents_rejected;
+      r.summary.docs_rejected = tr.documents_rejected;
+      r.summary.bytes_in = input_bytes;
+      r.summary.note = "trained";
+      r.report_json = tr.ToJson();
+    }
+    r.summary.seconds = sw.Seconds();
+    RETURN_IF_ERROR(complete(r));
+    tok_rec = r;
+  }
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
+
+  // ---- tokenize ----
+  const std::string tokens_dir = JoinPath(work, "tokens");
+  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
+  if (!enc_rec) {
+    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
+    tokenize::EncodeStageOptions eo = bc.encode;
+    eo.model_path = model_path;
+    RunOptions run = opts.run;
+    run.task = 0;
+    run.tasks = 1;
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, run));
+    StageRecord r;
+    r.summary.name = "tokenize";
+    r.summary.docs_in = er.counts.docs_in;
+    r.summary.docs_out = er.counts.docs_out;
+    r.summary.docs_rejected = er.counts.docs_rejected;
+    r.summary.bytes_in = er.counts.bytes_in;
+    r.summary.tokens = er.tokens;
+    r.summary.seconds = er.seconds;
+    r.report_json = er.ToJson();
+    RETURN_IF_ERROR(complete(r));
+    enc_rec = r;
+  }
+
+  return PackAndPublish(env, opts, bc, tok.get(), tokens_dir, inputs, clean_rec, dedup_rec,
+                        tok_rec, enc_rec, total);
+}
+
+absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& po) {
+  Stopwatch total;
+  if (po.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, po.config_path));
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, po.model_path));
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, po.tokens_dir));
+  ASSIGN_OR_RETURN(std::vector<shard::FileInfo> inputs, HashInputs(env, bc.inputs));
+  // The tokenize stage's counts: the sum over the tasks' reports.
+  uint64_t v[9] = {0};
+  static const char* const kKeys[9] = {"docs_in", "docs_out", "docs_rejected",
+                                       "docs_removed", "bytes_in", "tokens",
+                                       "rejected_malformed", "rejected_empty",
+                                       "max_document_tokens"};
+  for (const std::string& part : parts) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, part + ".json"));
+    simdjson::dom::parser p;
+    simdjson::padded_string ps(text);
+    simdjson::dom::element e;
+    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
+      return absl::DataLossError(absl::StrCat(part, ".json: not valid JSON"));
+    }
+    for (int k = 0; k < 9; ++k) {
+      uint64_t x;
+      if (e[kKeys[k]].get(x) != simdjson::SUCCESS) {
+        return absl::DataLossError(absl::StrCat(part, ".json: missing '", kKeys[k], "'"));
+      }
+      v[k] = k == 8 ? std::max(v[k], x) : v[k] + x;
+    }
+  }
+  StageRecord enc;
+  enc.summary.name = "tokenize";
+  enc.summary.note = absl::StrCat(parts.size(), " task(s)");
+  enc.summary.docs_in = v[0];
+  enc.summary.docs_out = v[1];
+  enc.summary.docs_rejected = v[2];
+  enc.summary.docs_removed = v[3];
+  enc.summary.bytes_in = v[4];
+  enc.summary.tokens = v[5];
+  enc.summary.resumed = true;
+  JsonWriter w(0);
+  w.BeginObject();
+  for (int k = 0; k < 9; ++k) w.Field(kKeys[k], v[k]);
+  w.EndObject();
+  enc.report_json = w.Take();
+  StageRecord tr;
+  tr.summary.name = "tokenizer";
+  tr.summary.note = "given";
+  tr.summary.resumed = true;
+  BuildOptions opts;
+  opts.config_path = po.config_path;
+  opts.output_dir = po.output_dir;
+  opts.run = po.run;
+  return PackAndPublish(env, opts, bc, tok.get(), po.tokens_dir, inputs, std::nullopt,
+                        std::nullopt, tr, enc, total);
 }
 
 }  // namespace grist::release

@@ -56,6 +56,19 @@ struct BuildOptions {
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
 
+struct PackReleaseOptions {
+  std::string config_path;  // reads [pack], [split], [shard], seed, release.version, inputs.paths
+  std::string tokens_dir;   // a complete `grist tokenize encode` output (all N tasks)
+  std::string model_path;   // the tokenizer the tokens were made with
+  std::string output_dir;
+  RunOptions run;
+};
+
+// The pack+shard stage alone (`grist pack`): packs the tasks' token parts, in task order, into a
+// release. The parts of N tasks give the same release bytes as the parts of 1 task. The manifest's
+// tokenize counts are the sum of the tasks' reports; clean and dedup are recorded as not run.
+absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& options);
+
 struct VerifyReport {
   uint64_t files_checked = 0;
   uint64_t bytes_checked = 0;

@@ -9,6 +9,7 @@
 #include "common/env.h"
 #include "shard/manifest.h"
 #include "tests/test_util.h"
+#include "tokenize/encode.h"
 
 namespace grist::release {
 namespace {
@@ -105,6 +106,49 @@ TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
   // Timings live in reports/, not in the manifest.
   EXPECT_TRUE(Env::Default()->FileExists(tmp.Join("a/reports/build.json")));
   EXPECT_EQ(m.counts_json.find("seconds"), std::string::npos);
+}
+
+TEST(ReleaseTest, OneTaskAndThreeTasksMergedGiveTheSameRelease) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en");
+  std::string root = grist::testing::CorpusDir();
+  TempDir tmp;
+  std::string cfg = tmp.Join("c.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), cfg, Config(root)).ok());
+  const std::string model = root + "/tokenizers/sentencepiece-test-unigram-1k/test_model.model";
+  std::vector<std::string> in = {corpus + "/wiki_07.jsonl.zst", corpus + "/wiki_08.jsonl.zst",
+                                 corpus + "/wiki_09.jsonl.zst"};
+  tokenize::EncodeStageOptions eo;
+  eo.model_path = model;
+  eo.split_bytes = 256 << 10;
+  RunOptions run;
+  run.progress = false;
+  ASSERT_TRUE(tokenize::RunEncode(Env::Default(), in, tmp.Join("t1"), eo, run).ok());
+  run.tasks = 3;
+  for (run.task = 0; run.task < 3; ++run.task) {
+    ASSERT_TRUE(tokenize::RunEncode(Env::Default(), in, tmp.Join("t3"), eo, run).ok());
+  }
+  for (const char* t : {"t1", "t3"}) {
+    PackReleaseOptions po;
+    po.config_path = cfg;
+    po.tokens_dir = tmp.Join(t);
+    po.model_path = model;
+    po.output_dir = tmp.Join(std::string("r") + t);
+    po.run.progress = false;
+    po.run.threads = t[1] == '1' ? 1 : 2;
+    auto r = PackRelease(Env::Default(), po);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  auto files = ReleaseFiles(tmp.Join("rt1"));
+  EXPECT_GE(files.size(), 2u + 6u);
+  EXPECT_EQ(files, ReleaseFiles(tmp.Join("rt3")));
+  for (const auto& f : files) {
+    EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("rt1/" + f)),
+              *ReadFileToString(Env::Default(), tmp.Join("rt3/" + f)))
+        << f;
+  }
+  auto v = VerifyRelease(Env::Default(), tmp.Join("rt3"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok());
 }
 
 TEST(ReleaseTest, ResumesFromCompletedStages) {

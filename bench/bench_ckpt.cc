@@ -1,7 +1,7 @@
 // `grist bench ckpt`: checkpoint write throughput, write amplification and the time the caller is
 // blocked, beside the peers measured in the same run on the same directory: fio with O_DIRECT and
 // io_uring (the disk's ceiling), plain buffered write()+fsync, torch.save (+fsync) through
-// /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep prints
+// /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep-table prints
 // a table over queue depths and block sizes for the week-13 lab.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -456,10 +456,10 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--files", f->files, "Rank files per checkpoint")->capture_default_str();
   app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
   app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
-  app->add_flag("--sweep", f->sweep, "Table over queue depths x block sizes, direct and buffered");
-  app->add_option("--sweep-queue-depths", f->sweep_qd, "Comma-separated queue depths for --sweep")
+  app->add_flag("--sweep-table", f->sweep, "Lab table over queue depths x block sizes, direct and buffered");
+  app->add_option("--sweep-queue-depths", f->sweep_qd, "Comma-separated queue depths for --sweep-table")
       ->capture_default_str();
-  app->add_option("--sweep-block-sizes", f->sweep_bs, "Comma-separated block sizes for --sweep")
+  app->add_option("--sweep-block-sizes", f->sweep_bs, "Comma-separated block sizes for --sweep-table")
       ->capture_default_str();
   app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
   app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();

@@ -97,6 +97,32 @@ Runner SetupInspect(CLI::App* app) {
   };
 }
 
+Runner SetupPack(CLI::App* app) {
+  struct F {
+    CommonFlags common;
+    release::PackReleaseOptions o;
+  };
+  auto f = std::make_shared<F>();
+  app->add_option("--config", f->o.config_path, "Release config ([pack], [split], [shard])")
+      ->required();
+  app->add_option("--tokens", f->o.tokens_dir, "Output folder of grist tokenize encode (all tasks)")
+      ->required();
+  app->add_option("--model", f->o.model_path, "The tokenizer model the tokens were made with")
+      ->required();
+  app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
+  AddCommonFlags(app, &f->common, /*with_tasks=*/false);
+  return [f]() -> absl::Status {
+    f->o.run.threads = f->common.threads;
+    f->o.run.progress = !f->common.quiet;
+    ASSIGN_OR_RETURN(auto rep, release::PackRelease(Env::Default(), f->o));
+    std::printf("%s", rep.Table().c_str());
+    return MaybeWriteJson(f->common, rep.ToJson());
+  };
+}
+
+GRIST_REGISTER_COMMAND(pack, "pack",
+                       "Pack tokenized documents into a release (the pack+shard stage alone)",
+                       SetupPack);
 GRIST_REGISTER_COMMAND(build, "build",
                        "Build a release: clean -> dedup -> tokenize -> pack -> shard", SetupBuild);
 GRIST_REGISTER_COMMAND(verify, "verify", "Check a release's structure, sizes and checksums",

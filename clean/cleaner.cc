@@ -138,8 +138,18 @@ class Normalizer {
       uint8_t cls = kBytes.cls[*p];
       switch (cls) {
         case kContent: {
+          // A run of ordinary ASCII, single spaces between words included (they survive
+          // whitespace normalization unchanged), is copied in one go.
           const uint8_t* q = p + 1;
-          while (q < end && kBytes.cls[*q] == kContent) ++q;
+          while (q < end) {
+            if (kBytes.cls[*q] == kContent) {
+              ++q;
+            } else if (*q == ' ' && q + 1 < end && kBytes.cls[q[1]] == kContent) {
+              q += 2;
+            } else {
+              break;
+            }
+          }
           Content(reinterpret_cast<const char*>(p), q - p);
           p = q;
           break;

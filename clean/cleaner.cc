@@ -876,7 +876,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
       }
       pending_para = false;
       sc.edited.append(line);
-      kept.push_back(KeptLine{hash, cp, stop_end(line), false, tokens});
+      kept.push_back(KeptLine{hash, cp, stop_end(line), line.empty(), tokens});
     }
     if (doc_reject == nullptr && c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
       doc_reject = "too_few_sentences";

@@ -39,8 +39,11 @@ struct Loaded {
 
 }  // namespace
 
-GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, void** out) {
+// overlap: -1 auto, 0 write after the snapshot, 1 write while copying.
+GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, int overlap,
+                                     void** out) {
   ck::WriterOptions o;
+  o.overlap = overlap < 0 ? ck::Overlap::kAuto : overlap ? ck::Overlap::kOn : ck::Overlap::kOff;
   o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
   if (queue_depth > 0) o.queue_depth = queue_depth;
   if (block_size > 0) o.block_size = block_size;

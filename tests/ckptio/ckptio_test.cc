@@ -103,6 +103,7 @@ TEST_P(RoundTrip, EveryDTypeAndShape) {
   o.block_size = std::get<1>(GetParam());
   o.mode = std::get<2>(GetParam());
   o.checksum_block = 64 << 10;
+  o.overlap = o.queue_depth % 2 ? Overlap::kOff : Overlap::kOn;
   auto w = NewWriter(o);
   std::vector<OwnedTensor> ts;
   const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {3, 0, 2}, {5}, {7, 3}, {2, 3, 4, 5}};
@@ -180,27 +181,30 @@ TEST(Writer, SnapshotRuleCallerMayModifyAfterSave) {
   ExpectLoaded(tmp.Join("s-5"), original);
 }
 
-TEST(Writer, PiecewiseFillOverlapsWrites) {
-  grist::testing::TempDir tmp;
-  WriterOptions o;
-  o.block_size = 64 << 10;
-  auto w = NewWriter(o);
-  auto t = MakeTensor("x", DType::kU8, {4 << 20}, 1);
-  auto p = w->Begin(tmp.Join("p.safetensors"), {t.spec}, {});
-  ASSERT_TRUE(p.ok());
-  std::thread filler([&] {
-    for (uint64_t off = 0; off < t.bytes.size(); off += 100000) {
-      uint64_t n = std::min<uint64_t>(100000, t.bytes.size() - off);
-      std::memcpy((*p)->data() + off, t.bytes.data() + off, n);
-      (*p)->MarkReady(off + n);
-    }
-  });
-  filler.join();
-  auto r = (*p)->Wait();
-  ASSERT_TRUE(r.ok()) << r.status();
-  auto f = ReadCheckpointFile(tmp.Join("p.safetensors"), {});
-  ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_TRUE(f.value()->Bytes(f.value()->tensors()[0]) == t.bytes);
+TEST(Writer, PiecewiseFillWithAndWithoutOverlap) {
+  for (Overlap overlap : {Overlap::kOn, Overlap::kOff}) {
+    grist::testing::TempDir tmp;
+    WriterOptions o;
+    o.block_size = 64 << 10;
+    o.overlap = overlap;
+    auto w = NewWriter(o);
+    auto t = MakeTensor("x", DType::kU8, {4 << 20}, 1);
+    auto p = w->Begin(tmp.Join("p.safetensors"), {t.spec}, {});
+    ASSERT_TRUE(p.ok());
+    std::thread filler([&] {
+      for (uint64_t off = 0; off < t.bytes.size(); off += 100000) {
+        uint64_t n = std::min<uint64_t>(100000, t.bytes.size() - off);
+        std::memcpy((*p)->data() + off, t.bytes.data() + off, n);
+        (*p)->MarkReady(off + n);
+      }
+    });
+    filler.join();
+    auto r = (*p)->Wait();
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto f = ReadCheckpointFile(tmp.Join("p.safetensors"), {});
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(f.value()->Bytes(f.value()->tensors()[0]) == t.bytes);
+  }
 }
 
 TEST(Writer, AbortRemovesThePartialFile) {

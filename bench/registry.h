@@ -28,6 +28,11 @@ struct BenchInfo {
 
 std::vector<BenchInfo>& BenchRegistry();
 
+// Test hook for `grist bench all`'s handling of a bench that fails, crashes or hangs: when the
+// environment has GRIST_BENCH_INJECT_FAULT=<bench>:fail|crash|hang and <bench> is `name`, returns
+// an Internal error, aborts, or sleeps forever. Otherwise OK. Called before each bench runs.
+absl::Status MaybeInjectFault(const std::string& name);
+
 struct BenchRegistrar {
   BenchRegistrar(std::string name, std::string description, BenchSetup setup) {
     BenchRegistry().push_back({std::move(name), std::move(description), std::move(setup)});

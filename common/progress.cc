@@ -64,6 +64,7 @@ std::string Progress::Line(bool final_line) const {
     double frac = std::min(1.0, done / total);
     if (tty_) {
       int width = 24, filled = static_cast<int>(frac * width);
+      // Appended piecewise: GCC 12 reports a false -Wrestrict for "[" + std::string(...).
       s.push_back('[');
       s.append(static_cast<size_t>(filled), '=');
       if (filled < width) s.push_back('>');

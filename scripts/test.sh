@@ -2,7 +2,7 @@
 # The README's test command: installs what is missing, builds grist (Release, -Werror under CI),
 # and runs every test: the GoogleTest suites through ctest, then the Python tests.
 # Environment: GRIST_BUILD_DIR (default build), GRIST_JOBS (default: all CPUs),
-# GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages.
+# GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages, GRIST_SKIP_SLURM=1 the Slurm test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -17,6 +17,11 @@ cmake --build "$BUILD" -j "$JOBS"
 if [[ -d tests/python ]]; then
   echo "== Python tests (Debian's python3 with python3-torch)"
   PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py' -v
+fi
+
+if [[ -x scripts/test_slurm.sh && "${GRIST_SKIP_SLURM:-0}" != 1 ]]; then
+  echo "== Slurm: the pipeline as job arrays on a single-node cluster (GRIST_SKIP_SLURM=1 skips)"
+  GRIST_BUILD_DIR="$BUILD" scripts/test_slurm.sh
 fi
 
 if [[ -x scripts/test_extra.sh && "${GRIST_SKIP_SANITIZERS:-0}" != 1 ]]; then

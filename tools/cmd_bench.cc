@@ -19,7 +19,11 @@ Runner Setup(CLI::App* app) {
   }
   return [runners]() -> absl::Status {
     for (auto& [sub, run] : *runners) {
-      if (sub->parsed()) return run();
+      if (sub->parsed()) {
+        absl::Status fault = bench::MaybeInjectFault(sub->get_name());
+        if (!fault.ok()) return fault;
+        return run();
+      }
     }
     return absl::InvalidArgumentError("no benchmark named; see grist bench --help");
   };

@@ -1,0 +1,196 @@
+// `grist bench tokenize`: end-to-end encode throughput of `grist tokenize encode` (read, encode in
+// parallel, order, write MMIDIDX) against SentencePiece's own `spm_encode` on the same text, measured
+// in the same run. Target: grist with T threads >= 0.9 x T x single-thread spm_encode.
+//
+// The text is the corpus's documents cut into lines; spm_encode reads them as a plain-text file
+// (one sentence per line) and grist as JSON Lines (one document per line), so both encode exactly
+// the same strings.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/harness.h"
+#include "bench/registry.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/records.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "tokenize/encode.h"
+
+namespace grist::bench {
+namespace {
+
+double CpuSeconds(int who) {
+  struct rusage u;
+  getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
+}
+
+struct Flags {
+  Options options;
+  std::vector<std::string> inputs;
+  std::string model;
+  int threads = 0;
+  uint64_t max_bytes = 32ull << 20;
+  std::string work;
+};
+
+// Writes the documents' non-empty lines to text.txt and docs.jsonl; returns the text bytes and lines.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Prepare(const Flags& f) {
+  Env* env = Env::Default();
+  ASSIGN_OR_RETURN(auto files, ListInputs(env, f.inputs));
+  std::ofstream txt(JoinPath(f.work, "text.txt"), std::ios::binary);
+  std::ofstream jsonl(JoinPath(f.work, "docs.jsonl"), std::ios::binary);
+  uint64_t bytes = 0, lines = 0;
+  for (size_t i = 0; i < files.size() && bytes < f.max_bytes; ++i) {
+    InputSplit split;
+    split.file_index = i;
+    ASSIGN_OR_RETURN(auto r, OpenRecordReader(env, files[i], split, InputOptions{}));
+    Document d;
+    while (bytes < f.max_bytes) {
+      ASSIGN_OR_RETURN(bool more, r->Next(&d));
+      if (!more) break;
+      if (!d.error.empty()) continue;
+      std::string_view t = d.text;
+      while (!t.empty()) {
+        size_t nl = t.find('\n');
+        std::string_view line = t.substr(0, nl);
+        t.remove_prefix(nl == std::string_view::npos ? t.size() : nl + 1);
+        if (line.empty() || line.find('\r') != std::string_view::npos) continue;
+        txt << line << '\n';
+        std::string j = "{\"text\":";
+        AppendJsonString(&j, line);
+        jsonl << j << "}\n";
+        bytes += line.size();
+        ++lines;
+      }
+    }
+  }
+  if (!txt || !jsonl) return absl::InternalError("bench tokenize: cannot write the text files");
+  return std::make_pair(bytes, lines);
+}
+
+BenchRunner Setup(CLI::App* app) {
+  auto f = std::make_shared<Flags>();
+  AddBenchFlags(app, &f->options);
+  app->add_option("--input", f->inputs, "Corpus files or folders (default ../shared/corpus/wikinews-en)");
+  app->add_option("--model", f->model,
+                  "SentencePiece model (default ../shared/corpus/tokenizers/mistral-v1-spm-32k)");
+  app->add_option("--threads", f->threads, "grist encode threads (0 = all CPUs)");
+  app->add_option("--max-bytes", f->max_bytes, "Text bytes to encode (default 32 MiB)");
+  app->add_option("--work", f->work, "Scratch folder (default $TMPDIR/grist-bench-tokenize)");
+  return [f]() -> absl::Status {
+    Env* env = Env::Default();
+    if (f->inputs.empty()) f->inputs = {"../shared/corpus/wikinews-en"};
+    if (f->model.empty()) {
+      f->model = "../shared/corpus/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1";
+    }
+    if (f->work.empty()) {
+      const char* t = std::getenv("TMPDIR");
+      f->work = JoinPath(t && *t ? t : "/tmp", "grist-bench-tokenize");
+    }
+    RETURN_IF_ERROR(env->CreateDirs(f->work));
+    ASSIGN_OR_RETURN(auto prepared, Prepare(*f));
+    const double mb = prepared.first / 1e6;
+    int threads = f->threads > 0 ? f->threads : ThreadPool(0).size();
+
+    Report report("tokenize", f->options);
+    report.SetParam("model", f->model);
+    report.SetParam("text", absl::StrFormat("%.1f MB in %d lines", mb, prepared.second));
+    report.SetParam("threads", absl::StrCat(threads));
+    uint64_t tokens = 0;
+    std::vector<double> ours_cpu, peer_cpu;  // MB per CPU-second, every run (warm-up included)
+    auto run_ours = [&]() -> absl::StatusOr<double> {
+      tokenize::EncodeStageOptions o;
+      o.model_path = f->model;
+      o.encode.add_eos = false;
+      o.split_bytes = 1 << 20;
+      RunOptions run;
+      run.threads = threads;
+      run.progress = false;
+      Stopwatch sw;
+      double cpu0 = CpuSeconds(RUSAGE_SELF);
+      ASSIGN_OR_RETURN(auto rep, tokenize::RunEncode(env, {JoinPath(f->work, "docs.jsonl")},
+                                                     JoinPath(f->work, "out"), o, run));
+      tokens = rep.tokens;
+      ours_cpu.push_back(mb / (CpuSeconds(RUSAGE_SELF) - cpu0));
+      return mb / sw.Seconds();
+    };
+    const bool have_spm = HaveProgram("spm_encode");
+    auto run_peer = [&]() -> absl::StatusOr<double> {
+      Stopwatch sw;
+      double cpu0 = CpuSeconds(RUSAGE_CHILDREN);
+      ASSIGN_OR_RETURN(auto r, RunCommand(absl::StrCat("spm_encode --model=", f->model,
+                                                       " --output_format=id < ",
+                                                       JoinPath(f->work, "text.txt"),
+                                                       " > /dev/null")));
+      if (r.exit_code != 0) return absl::InternalError("spm_encode failed");
+      peer_cpu.push_back(mb / (CpuSeconds(RUSAGE_CHILDREN) - cpu0));
+      return mb / sw.Seconds();
+    };
+    // Interleaved (ours, peer, ours, peer, ...) so that load changes on a shared machine hit both.
+    std::vector<double> ours_v, peer_v;
+    for (int i = 0; i < f->options.warmup + f->options.repetitions; ++i) {
+      ASSIGN_OR_RETURN(double a, run_ours());
+      double b = 0;
+      if (have_spm) {
+        ASSIGN_OR_RETURN(b, run_peer());
+      }
+      if (i >= f->options.warmup) {
+        ours_v.push_back(a);
+        if (have_spm) peer_v.push_back(b);
+      }
+    }
+    Stats ours = Stats::Of(ours_v);
+    Figure fig{"encode throughput", "MB/s", ours};
+    fig.peer_name = absl::StrCat(threads, " x spm_encode (1 thread, measured)");
+    fig.target = ">= 0.9 x peer";
+    std::optional<Stats> spm_single;
+    if (have_spm) {
+      spm_single = Stats::Of(peer_v);
+      std::vector<double> scaled;
+      for (double v : peer_v) scaled.push_back(v * threads);
+      fig.peer = Stats::Of(scaled);
+    } else {
+      fig.peer_note = "spm_encode not installed (Debian package sentencepiece)";
+    }
+    report.AddFigure(fig);
+    Figure tps{"encode tokens/s", "Mtok/s", Stats::Of({})};
+    std::vector<double> t;
+    for (double v : ours.samples) t.push_back(v / mb * tokens / 1e6);
+    tps.ours = Stats::Of(t);
+    if (spm_single) {
+      std::vector<double> p;
+      for (double v : spm_single->samples) p.push_back(v / mb * tokens / 1e6);
+      tps.peer = Stats::Of(p);
+      tps.peer_name = "spm_encode, 1 thread";
+    }
+    report.AddFigure(tps);
+    // CPU efficiency: robust on a shared, oversubscribed machine where wall time is mostly waiting.
+    auto drop_warmup = [&](std::vector<double> v) {
+      v.erase(v.begin(), v.begin() + std::min<size_t>(v.size(), f->options.warmup));
+      return v;
+    };
+    Figure cpu{"encode MB per CPU-second", "MB/CPU-s", Stats::Of(drop_warmup(ours_cpu))};
+    if (have_spm) {
+      cpu.peer = Stats::Of(drop_warmup(peer_cpu));
+      cpu.peer_name = "spm_encode (user+sys of the child)";
+    }
+    cpu.target = ">= 0.9 x peer (per-thread efficiency)";
+    report.AddFigure(cpu);
+    report.AddNote(absl::StrCat("tokens: ", tokens, "; grist reads JSON Lines, spm_encode plain text"));
+    return report.Finish();
+  };
+}
+
+GRIST_REGISTER_BENCH(tokenize, "tokenize",
+                     "grist tokenize encode vs spm_encode (MB/s, tokens/s)", Setup);
+
+}  // namespace
+}  // namespace grist::bench

@@ -1,0 +1,930 @@
+#include "clean/cleaner.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "clean/internal/text_stats.h"
+#include "common/hash.h"
+
+namespace grist::clean {
+
+using internal::LineInfo;
+using internal::TextStats;
+using internal::WordInfo;
+
+void NormalizeCounters::Add(const NormalizeCounters& o) {
+  invalid_utf8_sequences += o.invalid_utf8_sequences;
+  bom_stripped += o.bom_stripped;
+  control_chars_removed += o.control_chars_removed;
+  crlf_unified += o.crlf_unified;
+  lines_normalized += o.lines_normalized;
+  c4_lines_removed += o.c4_lines_removed;
+}
+
+CleanOptions CleanOptions::NormalizeOnly() {
+  CleanOptions o;
+  o.length.enabled = false;
+  o.gopher_repetition.enabled = false;
+  o.gopher_quality.enabled = false;
+  o.c4.enabled = false;
+  o.fineweb.enabled = false;
+  return o;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Normalization: one pass over the bytes.
+
+enum ByteClass : uint8_t { kContent = 0, kSpace, kNewline, kCr, kVtFf, kControl, kNonAscii };
+
+struct ByteTable {
+  uint8_t cls[256];
+  constexpr ByteTable() : cls() {
+    for (int i = 0; i < 256; ++i) {
+      uint8_t c = kContent;
+      if (i >= 0x80) {
+        c = kNonAscii;
+      } else if (i == ' ' || i == '\t') {
+        c = kSpace;
+      } else if (i == '\n') {
+        c = kNewline;
+      } else if (i == '\r') {
+        c = kCr;
+      } else if (i == 0x0B || i == 0x0C) {
+        c = kVtFf;
+      } else if (i < 0x20 || i == 0x7F) {
+        c = kControl;
+      }
+      cls[i] = c;
+    }
+  }
+};
+constexpr ByteTable kBytes;
+
+// Decodes one UTF-8 sequence at p (p < end, *p >= 0x80). Returns its length and sets *cp, or returns
+// the length of the maximal invalid subpart (>= 1) with *cp = -1 (Unicode's "substitution of
+// maximal subparts", as Python's errors="replace").
+inline size_t DecodeUtf8(const uint8_t* p, const uint8_t* end, int32_t* cp) {
+  uint8_t b0 = p[0];
+  size_t need;
+  uint8_t lo = 0x80, hi = 0xBF;
+  int32_t v;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1;
+    v = b0 & 0x1F;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    need = 2;
+    v = b0 & 0x0F;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    need = 3;
+    v = b0 & 0x07;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    *cp = -1;
+    return 1;
+  }
+  size_t i = 1;
+  for (; i <= need; ++i) {
+    if (p + i >= end) break;
+    uint8_t b = p[i];
+    if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
+    v = (v << 6) | (b & 0x3F);
+  }
+  if (i <= need) {
+    *cp = -1;
+    return i;
+  }
+  *cp = v;
+  return need + 1;
+}
+
+inline bool IsUnicodeSpace(int32_t cp) {
+  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+// Builds the normalized text, tracking where lines start so that lines holding characters that
+// Unicode normalization may change are normalized (lines never interact under NFC/NFKC: '\n' is a
+// starter that composes with nothing).
+class Normalizer {
+ public:
+  Normalizer(const CleanOptions& o, std::string* out, NormalizeCounters* c)
+      : o_(o), ws_(o.normalize_whitespace), out_(out), c_(c) {
+    norm_threshold_ = o.normalization == Normalization::kNfc    ? 0x300
+                      : o.normalization == Normalization::kNfkc ? 0xA0
+                                                                : 0x110000;
+  }
+
+  // Returns false when invalid UTF-8 was found (always repaired in *out).
+  bool Run(std::string_view raw) {
+    out_->clear();
+    out_->reserve(raw.size() + 16);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(raw.data());
+    const uint8_t* end = p + raw.size();
+    if (o_.strip_bom && raw.size() >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) {
+      p += 3;
+      c_->bom_stripped = 1;
+    }
+    bool valid = true;
+    while (p < end) {
+      uint8_t cls = kBytes.cls[*p];
+      switch (cls) {
+        case kContent: {
+          const uint8_t* q = p + 1;
+          while (q < end && kBytes.cls[*q] == kContent) ++q;
+          Content(reinterpret_cast<const char*>(p), q - p);
+          p = q;
+          break;
+        }
+        case kSpace:
+          Space(reinterpret_cast<const char*>(p), 1);
+          ++p;
+          break;
+        case kNewline:
+          Newline(1);
+          ++p;
+          break;
+        case kCr:
+          ++c_->crlf_unified;
+          Newline(1);
+          p += (p + 1 < end && p[1] == '\n') ? 2 : 1;
+          break;
+        case kVtFf:
+          ++c_->crlf_unified;
+          Newline(1);
+          ++p;
+          break;
+        case kControl:
+          if (o_.remove_control) {
+            ++c_->control_chars_removed;
+          } else {
+            Content(reinterpret_cast<const char*>(p), 1);
+          }
+          ++p;
+          break;
+        default: {
+          int32_t cp;
+          size_t n = DecodeUtf8(p, end, &cp);
+          if (cp < 0) {
+            valid = false;
+            ++c_->invalid_utf8_sequences;
+            static const char kReplacement[] = "\xEF\xBF\xBD";
+            line_needs_norm_ |= 0xFFFD >= norm_threshold_;
+            Content(kReplacement, 3);
+          } else if (cp == 0x85 || cp == 0x2028) {
+            ++c_->crlf_unified;
+            Newline(1);
+          } else if (cp == 0x2029) {
+            ++c_->crlf_unified;
+            Newline(2);
+          } else if (cp < 0xA0) {  // C1 controls
+            if (o_.remove_control) {
+              ++c_->control_chars_removed;
+            } else {
+              Content(reinterpret_cast<const char*>(p), n);
+            }
+          } else if (ws_ && IsUnicodeSpace(cp)) {
+            Space(reinterpret_cast<const char*>(p), n);
+          } else {
+            line_needs_norm_ |= cp >= norm_threshold_ && !(nfc_ && NfcInert(cp));
+            Content(reinterpret_cast<const char*>(p), n);
+          }
+          p += n;
+          break;
+        }
+      }
+    }
+    EndLine();
+    return valid;
+  }
+
+ private:
+  void Content(const char* s, size_t n) {
+    if (ws_) {
+      if (pending_newlines_ > 0) {
+        if (!at_doc_start_) out_->append(std::min(pending_newlines_, 2), '\n');
+        pending_newlines_ = 0;
+        line_begin_ = out_->size();
+      } else if (pending_space_ && !at_line_start_) {
+        out_->push_back(' ');
+      }
+      pending_space_ = false;
+      at_doc_start_ = false;
+      at_line_start_ = false;
+    }
+    out_->append(s, n);
+  }
+  void Space(const char* s, size_t n) {
+    if (ws_) {
+      pending_space_ = true;
+    } else {
+      out_->append(s, n);
+    }
+  }
+  void Newline(int count) {
+    EndLine();
+    if (ws_) {
+      pending_space_ = false;
+      pending_newlines_ += count;
+      at_line_start_ = true;
+    } else {
+      out_->append(count, '\n');
+      line_begin_ = out_->size();
+    }
+  }
+  // Unicode-normalizes the current line [line_begin_, end) when it needs it.
+  void EndLine() {
+    if (!line_needs_norm_) return;
+    line_needs_norm_ = false;
+    size_t len = out_->size() - line_begin_;
+    if (len == 0) return;
+    int options = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    if (o_.normalization == Normalization::kNfkc) options |= UTF8PROC_COMPAT;
+    utf8proc_uint8_t* dst = nullptr;
+    utf8proc_ssize_t r =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(out_->data() + line_begin_),
+                     static_cast<utf8proc_ssize_t>(len), &dst, static_cast<utf8proc_option_t>(options));
+    if (r >= 0) {
+      std::string_view now(reinterpret_cast<const char*>(dst), static_cast<size_t>(r));
+      if (now != std::string_view(out_->data() + line_begin_, len)) {
+        ++c_->lines_normalized;
+        out_->resize(line_begin_);
+        out_->append(now);
+      }
+    }
+    std::free(dst);
+  }
+
+  // Punctuation and currency blocks (dashes, curly quotes, bullets, ellipsis, per mille, euro...):
+  // no canonical decomposition and no composition with a neighbour, so NFC never changes them.
+  // (NFKC does: U+2026 becomes "...".)
+  static bool NfcInert(int32_t cp) {
+    return (cp >= 0x2010 && cp <= 0x205E) || (cp >= 0x20A0 && cp <= 0x20CF);
+  }
+
+  const CleanOptions& o_;
+  bool nfc_ = o_.normalization == Normalization::kNfc;
+  bool ws_;
+  std::string* out_;
+  NormalizeCounters* c_;
+  int32_t norm_threshold_;
+  size_t line_begin_ = 0;
+  bool line_needs_norm_ = false;
+  bool pending_space_ = false;
+  int pending_newlines_ = 0;
+  bool at_doc_start_ = true;
+  bool at_line_start_ = true;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Hash counting with first-seen order, reused across documents.
+
+class CountTable {
+ public:
+  // 16 bytes: the key, the index where it was first seen, and count (low 24 bits, saturating) with
+  // the table generation (high 8 bits) that marks the slot as used.
+  struct Slot {
+    uint64_t key;
+    uint32_t first;
+    uint32_t count_gen;
+    uint32_t count() const { return count_gen & kCountMask; }
+    void Increment() {
+      if ((count_gen & kCountMask) != kCountMask) ++count_gen;
+    }
+  };
+  static constexpr uint32_t kCountMask = (1u << 24) - 1;
+
+  // Empties the table and sizes it for `n` keys. Capacity only grows; emptiness is a generation
+  // stamp, so a reset costs nothing per slot (a full clear every 255 resets).
+  void Reset(size_t n) {
+    size_t want = 16;
+    while (want < 2 * n) want <<= 1;
+    if (slots_.size() < want) {
+      slots_.assign(want, Slot{0, 0, 0});
+      gen_ = 0;
+    }
+    mask_ = want - 1;
+    if (++gen_ == 256) {
+      std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0});
+      gen_ = 1;
+    }
+  }
+  // Returns the slot for key, inserting it with count 0 and first = index when new.
+  Slot* Find(uint64_t key, uint32_t index) {
+    size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+    const uint32_t tag = gen_ << 24;
+    while (true) {
+      Slot& s = slots_[i];
+      if ((s.count_gen & ~kCountMask) != tag) {
+        s = Slot{key, index, tag};
+        return &s;
+      }
+      if (s.key == key) return &s;
+      i = (i + 1) & mask_;
+    }
+  }
+
+ private:
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  uint32_t gen_ = 0;
+};
+
+inline bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+inline std::string_view StripAscii(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\n')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n')) --e;
+  return s.substr(b, e - b);
+}
+
+// glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
+inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
+  if (from > hay.size()) return std::string_view::npos;
+  const void* p = memmem(hay.data() + from, hay.size() - from, pat.data(), pat.size());
+  return p ? static_cast<const char*>(p) - hay.data() : std::string_view::npos;
+}
+
+size_t CountSubstr(std::string_view s, std::string_view pat) {
+  size_t n = 0, pos = 0;
+  while ((pos = Find(s, pat, pos)) != std::string_view::npos) {
+    ++n;
+    pos += pat.size();
+  }
+  return n;
+}
+
+inline uint64_t CodePoints(std::string_view s) {
+  uint64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct KeptLine {
+  uint64_t hash;
+  uint64_t cp;
+  bool stop_end;
+  bool blank;
+  uint64_t tokens;
+};
+
+struct Cleaner::Scratch {
+  std::vector<KeptLine> kept;
+  std::vector<uint64_t> grams;
+  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  std::string normalized;
+  std::string lower;
+  std::string edited;
+  std::string line_buf;
+  TextStats stats;
+  TextStats line_stats;  // for lines C4 edited
+  CountTable table;
+  std::vector<uint8_t> line_flags;
+};
+
+Cleaner::Cleaner(CleanOptions options)
+    : options_(std::move(options)), scratch_(std::make_unique<Scratch>()) {}
+Cleaner::~Cleaner() = default;
+
+bool Cleaner::Normalize(std::string_view raw, std::string* out, NormalizeCounters* counters) {
+  Normalizer n(options_, out, counters);
+  bool valid = n.Run(raw);
+  return valid || options_.utf8 == Utf8Policy::kRepair;
+}
+
+namespace {
+
+enum FilterIndex { kUtf8 = 0, kLength, kGopherRep, kGopherQuality, kC4, kFineWeb };
+
+void Reject(CleanResult* r, int filter, const char* reason) {
+  r->reasons.emplace_back(reason);
+  r->reason_filters.push_back(filter);
+}
+
+// Number of duplicates and their code points among `keys` (hash, cp length) in order.
+std::pair<uint64_t, uint64_t> FindDuplicates(CountTable* table,
+                                             const std::vector<std::pair<uint64_t, uint64_t>>& keys) {
+  table->Reset(keys.size());
+  uint64_t dups = 0, dup_chars = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto* s = table->Find(keys[i].first, static_cast<uint32_t>(i));
+    if (s->count() > 0) {
+      ++dups;
+      dup_chars += keys[i].second;
+    }
+    s->Increment();
+  }
+  return {dups, dup_chars};
+}
+
+const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view text,
+                             const TextStats& st, CountTable* table,
+                             std::vector<uint64_t>* gram_buf,
+                             std::vector<std::pair<uint64_t, uint64_t>>* key_buf) {
+  double len = static_cast<double>(st.total_cp);
+  if (len == 0) return nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>>& keys = *key_buf;
+  keys.clear();
+  // Paragraphs: re.split(r"\n{2,}", text.strip()).
+  {
+    std::string_view s = StripAscii(text);
+    size_t pos = 0;
+    while (true) {
+      size_t brk = s.find("\n\n", pos);
+      std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
+      keys.emplace_back(Hash64(para), CodePoints(para));
+      if (brk == std::string_view::npos) break;
+      pos = brk;
+      while (pos < s.size() && s[pos] == '\n') ++pos;
+    }
+    auto [dups, dup_chars] = FindDuplicates(table, keys);
+    if (o.dup_para_frac > 0 && static_cast<double>(dups) / keys.size() > o.dup_para_frac) {
+      return "dup_para_frac";
+    }
+    if (o.dup_para_char_frac > 0 && dup_chars / len > o.dup_para_char_frac) {
+      return "dup_para_char_frac";
+    }
+  }
+  // Lines: re.split("\n+", text): empty lines dropped except a first or last one.
+  {
+    keys.clear();
+    for (size_t i = 0; i < st.lines.size(); ++i) {
+      const LineInfo& l = st.lines[i];
+      bool edge = i == 0 || i + 1 == st.lines.size();
+      if (l.end == l.begin && !edge) continue;
+      keys.emplace_back(l.hash, l.cp);
+    }
+    auto [dups, dup_chars] = FindDuplicates(table, keys);
+    if (o.dup_line_frac > 0 && static_cast<double>(dups) / keys.size() > o.dup_line_frac) {
+      return "dup_line_frac";
+    }
+    if (o.dup_line_char_frac > 0 && dup_chars / len > o.dup_line_char_frac) {
+      return "dup_line_char_frac";
+    }
+  }
+  const std::vector<WordInfo>& w = st.words;
+  const size_t nw = w.size();
+  // Polynomial rolling hashes of the word hashes: gram[i] identifies words [i, i + n).
+  std::vector<uint64_t>& gram = *gram_buf;
+  auto fill_grams = [&](int n) {
+    constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
+    uint64_t pn = 1;
+    for (int k = 1; k < n; ++k) pn *= kP;
+    size_t count = nw - n + 1;
+    gram.resize(count);
+    uint64_t h = 0;
+    for (int k = 0; k < n; ++k) h = h * kP + w[k].hash;
+    gram[0] = h;
+    for (size_t i = 1; i < count; ++i) {
+      h = (h - w[i - 1].hash * pn) * kP + w[i + n - 1].hash;
+      gram[i] = h;
+    }
+  };
+  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
+  // A repeated (n+1)-gram contains a repeated n-gram: once every n-gram is unique, so is every
+  // longer one (its top count is 1, at its first position) and no n-gram is duplicated.
+  bool all_unique = false;
+  for (int n = 2; n <= 4; ++n) {
+    double frac = o.top_n_gram[n - 2];
+    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
+    uint32_t best_count = 1, best_first = 0;
+    if (!all_unique) {
+      fill_grams(n);
+      size_t count = gram.size();
+      table->Reset(count);
+      best_count = 0;
+      for (size_t i = 0; i < count; ++i) {
+        auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
+        s->Increment();
+        uint32_t c = s->count();
+        if (c > best_count || (c == best_count && s->first < best_first)) {
+          best_count = c;
+          best_first = s->first;
+        }
+      }
+      all_unique = best_count == 1;
+    }
+    uint64_t best_len = n - 1;  // joined with " "
+    for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
+    if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
+  }
+  bool no_dups_below = all_unique;
+  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
+                               "duplicated_7_n_grams", "duplicated_8_n_grams",
+                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
+  // A duplicated (n+1)-gram contains a duplicated n-gram: once some n finds no duplicate at all,
+  // no larger n can, and those passes are skipped.
+  for (int n = 5; n <= 10; ++n) {
+    double frac = o.dup_n_gram[n - 5];
+    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
+    if (no_dups_below) break;
+    fill_grams(n);
+    table->Reset(gram.size());
+    uint64_t repeated = 0;
+    size_t idx = 0;
+    while (idx + n <= nw) {
+      auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
+      if (s->count() > 0) {
+        for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
+        idx += n;
+      } else {
+        s->Increment();
+        idx += 1;
+      }
+    }
+    if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
+    no_dups_below = repeated == 0;
+  }
+  return nullptr;
+}
+
+const char* GopherQuality(const GopherQualityOptions& o, std::string_view text, const TextStats& st,
+                          const std::vector<std::string>& stop_words) {
+  const auto& w = st.words;
+  uint64_t n_words = w.size();
+  uint64_t n_non_symbol = 0, non_symbol_cp = 0, n_alpha = 0, n_stop = 0;
+  for (const WordInfo& x : w) {
+    if (!x.symbol_only) {
+      ++n_non_symbol;
+      non_symbol_cp += x.cp;
+    }
+    n_alpha += x.has_alpha;
+    n_stop += x.stop;
+  }
+  if (o.min_doc_words > 0 && n_non_symbol < static_cast<uint64_t>(o.min_doc_words)) {
+    return "gopher_short_doc";
+  }
+  if (o.max_doc_words > 0 && n_non_symbol > static_cast<uint64_t>(o.max_doc_words)) {
+    return "gopher_long_doc";
+  }
+  if (n_non_symbol > 0) {
+    double avg = static_cast<double>(non_symbol_cp) / n_non_symbol;
+    if (o.min_avg_word_length > 0 && avg < o.min_avg_word_length) return "gopher_below_avg_threshold";
+    if (o.max_avg_word_length > 0 && avg > o.max_avg_word_length) return "gopher_above_avg_threshold";
+  }
+  if (n_words > 0 && o.max_symbol_word_ratio > 0) {
+    double nwd = static_cast<double>(n_words);
+    if (CountSubstr(text, "#") / nwd > o.max_symbol_word_ratio) return "gopher_too_many_hashes";
+    size_t ell = CountSubstr(text, "...") + CountSubstr(text, "\xE2\x80\xA6");
+    if (ell / nwd > o.max_symbol_word_ratio) return "gopher_too_many_ellipsis";
+  }
+  // text.splitlines(): every '\n'-separated line, without a final empty one.
+  size_t n_lines = st.lines.size();
+  if (n_lines > 0 && st.lines.back().begin == st.lines.back().end && st.ends_with_newline) --n_lines;
+  if (n_lines > 0) {
+    uint64_t bullets = 0, ellipsis = 0;
+    for (size_t i = 0; i < n_lines; ++i) {
+      std::string_view line = text.substr(st.lines[i].begin, st.lines[i].end - st.lines[i].begin);
+      std::string_view s = StripAscii(line);
+      if (!s.empty() && (s[0] == '-' || s.substr(0, 3) == "\xE2\x80\xA2")) ++bullets;
+      if (EndsWith(s, "...") || EndsWith(s, "\xE2\x80\xA6")) ++ellipsis;
+    }
+    if (o.max_bullet_lines_ratio > 0 &&
+        static_cast<double>(bullets) / n_lines > o.max_bullet_lines_ratio) {
+      return "gopher_too_many_bullets";
+    }
+    if (o.max_ellipsis_lines_ratio > 0 &&
+        static_cast<double>(ellipsis) / n_lines > o.max_ellipsis_lines_ratio) {
+      return "gopher_too_many_end_ellipsis";
+    }
+  }
+  if (n_words > 0 && o.max_non_alpha_words_ratio > 0 &&
+      static_cast<double>(n_alpha) / n_words < o.max_non_alpha_words_ratio) {
+    return "gopher_below_alpha_threshold";
+  }
+  (void)stop_words;
+  if (o.min_stop_words > 0 && n_stop < static_cast<uint64_t>(o.min_stop_words)) {
+    return "gopher_enough_stop_words";
+  }
+  return nullptr;
+}
+
+// C4 line flags.
+enum : uint8_t {
+  kHasLorem = 1,
+  kHasJavascript = 2,
+  kHasCurly = 4,
+  kHasPolicy = 8,
+  kHasBracket = 16,
+};
+
+// Removes "[digits]", "[edit]" and "[citation needed]" (datatrove's CITATION_REGEX).
+bool RemoveCitations(std::string_view line, std::string* out) {
+  out->clear();
+  bool changed = false;
+  size_t i = 0;
+  while (i < line.size()) {
+    size_t b = line.find('[', i);
+    if (b == std::string_view::npos) break;
+    out->append(line.substr(i, b - i));
+    size_t j = b + 1;
+    while (j < line.size() && line[j] >= '0' && line[j] <= '9') ++j;
+    size_t match = 0;
+    if (j < line.size() && line[j] == ']') {
+      match = j + 1 - b;
+    } else if (line.substr(b, 6) == "[edit]") {
+      match = 6;
+    } else if (line.substr(b, 17) == "[citation needed]") {
+      match = 17;
+    }
+    if (match > 0) {
+      changed = true;
+      i = b + match;
+    } else {
+      out->push_back('[');
+      i = b + 1;
+    }
+  }
+  out->append(line.substr(i));
+  return changed;
+}
+
+bool IsAbbreviation(std::string_view word) {
+  static const char* kAbbrev[] = {"Mr",  "Mrs", "Ms",  "Dr",  "St",  "Jr",   "Sr",  "vs",  "etc",
+                                  "Inc", "Ltd", "Co",  "No",  "Prof", "Gen", "Sen", "Rep", "Gov",
+                                  "Lt",  "Col", "Mt",  "Ft",  "Jan", "Feb",  "Mar", "Apr", "Jun",
+                                  "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec", "e.g", "i.e",
+                                  "U.S", "U.K", "a.m", "p.m"};
+  if (word.size() == 1) return true;  // an initial
+  for (const char* a : kAbbrev) {
+    if (word == a) return true;
+  }
+  return false;
+}
+
+// Approximates nltk's punkt sentence count of one line: 1 + the sentence ends ([.!?] runs, closing
+// quotes or brackets allowed after them) followed by a space and an upper-case letter, a digit, an
+// opening quote/bracket or a non-ASCII character, unless the word before the period is a known
+// abbreviation or an initial.
+int64_t CountSentences(std::string_view line) {
+  if (StripAscii(line).empty()) return 0;
+  int64_t n = 1;
+  size_t i = 0;
+  while (i < line.size()) {
+    char c = line[i];
+    if (c != '.' && c != '!' && c != '?') {
+      ++i;
+      continue;
+    }
+    size_t end_punct = i;
+    size_t j = i;
+    while (j < line.size() && (line[j] == '.' || line[j] == '!' || line[j] == '?')) ++j;
+    while (j < line.size() && (line[j] == '"' || line[j] == '\'' || line[j] == ')' || line[j] == ']')) ++j;
+    if (j + 1 < line.size() && line[j] == ' ') {
+      unsigned char next = static_cast<unsigned char>(line[j + 1]);
+      bool starts = (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9') || next == '"' ||
+                    next == '\'' || next == '(' || next == '[' || next >= 0x80;
+      bool abbrev = false;
+      if (c == '.' && j == end_punct + 1) {
+        size_t ws = end_punct;
+        while (ws > 0 && line[ws - 1] != ' ') --ws;
+        abbrev = IsAbbreviation(line.substr(ws, end_punct - ws));
+      }
+      if (starts && !abbrev) ++n;
+    }
+    i = j;
+  }
+  return n;
+}
+
+}  // namespace
+
+void Cleaner::Clean(std::string_view raw, CleanResult* r) {
+  Scratch& sc = *scratch_;
+  r->reasons.clear();
+  r->reason_filters.clear();
+  r->counters = NormalizeCounters();
+  bool ok = Normalize(raw, &r->text, &r->counters);
+  if (!ok) {
+    Reject(r, kUtf8, "invalid_utf8");
+    return;
+  }
+  const CleanOptions& o = options_;
+  bool need_stats = o.gopher_repetition.enabled || o.gopher_quality.enabled || o.c4.enabled ||
+                    o.fineweb.enabled;
+  uint64_t total_cp = CodePoints(r->text);
+  if (o.length.enabled) {
+    if (o.length.min_chars > 0 && total_cp < static_cast<uint64_t>(o.length.min_chars)) {
+      Reject(r, kLength, "too_short");
+      return;
+    }
+    if (o.length.max_chars > 0 && total_cp > static_cast<uint64_t>(o.length.max_chars)) {
+      Reject(r, kLength, "too_long");
+      return;
+    }
+  }
+  if (!need_stats) return;
+  if (r->text.empty()) {
+    // Nothing to measure: every ratio is undefined. Gopher rejects it as too short if enabled.
+    if (o.gopher_quality.enabled && o.gopher_quality.min_doc_words > 0) {
+      Reject(r, kGopherQuality, "gopher_short_doc");
+    }
+    if (o.fineweb.enabled) Reject(r, kFineWeb, "empty");
+    if (o.c4.enabled && o.c4.min_num_sentences > 0) Reject(r, kC4, "too_few_sentences");
+    return;
+  }
+  std::string_view text = r->text;
+  TextStats& st = sc.stats;
+  internal::Analyze(text, o.gopher_quality.stop_words, &st);
+
+  if (o.gopher_repetition.enabled) {
+    if (const char* why = GopherRepetition(o.gopher_repetition, text, st, &sc.table, &sc.grams, &sc.keys)) {
+      Reject(r, kGopherRep, why);
+    }
+  }
+  if (o.gopher_quality.enabled) {
+    if (const char* why = GopherQuality(o.gopher_quality, text, st, o.gopher_quality.stop_words)) {
+      Reject(r, kGopherQuality, why);
+    }
+  }
+
+  // C4: decide per line; build the edited text when lines go or citations are removed.
+  // Kept lines are recorded as (hash, cp, ends_with_stop_char, tokens) for FineWeb.
+  std::vector<KeptLine>& kept = sc.kept;
+  kept.clear();
+  uint64_t newlines_after = 0;
+  bool edited = false;
+  const size_t n_lines = st.lines.size();
+  auto stop_end = [](std::string_view s) {
+    return !s.empty() && (s.back() == '.' || s.back() == '\'' || s.back() == '"' ||
+                          s.back() == '!' || s.back() == '?');
+  };
+  if (o.c4.enabled) {
+    const C4Options& c4 = o.c4;
+    // Case-insensitive searches on an ASCII-lower-cased copy; hits are mapped to lines.
+    sc.line_flags.assign(n_lines, 0);
+    sc.lower.resize(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      unsigned char ch = static_cast<unsigned char>(text[i]);
+      sc.lower[i] = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    std::string_view low = sc.lower;
+    auto line_of = [&](size_t pos) {
+      size_t lo = 0, hi = n_lines;
+      while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (st.lines[mid].begin <= pos) lo = mid; else hi = mid;
+      }
+      return lo;
+    };
+    auto mark = [&](std::string_view pat, uint8_t flag, std::string_view hay) {
+      size_t pos = 0;
+      while ((pos = Find(hay, pat, pos)) != std::string_view::npos) {
+        sc.line_flags[line_of(pos)] |= flag;
+        pos += 1;
+      }
+    };
+    if (c4.filter_lorem_ipsum) mark("lorem ipsum", kHasLorem, low);
+    if (c4.filter_javascript) mark("javascript", kHasJavascript, low);
+    if (c4.filter_curly_bracket) mark("{", kHasCurly, text);
+    if (c4.remove_citations) mark("[", kHasBracket, text);
+    if (c4.filter_policy) {
+      mark("terms of use", kHasPolicy, low);
+      mark("privacy policy", kHasPolicy, low);
+      size_t pos = 0;
+      while ((pos = Find(low, "cookie", pos)) != std::string_view::npos) {
+        std::string_view before = low.substr(0, pos);
+        bool hit = low.substr(pos, 13) == "cookie policy";
+        if (!hit && low.substr(pos, 7) == "cookies") {
+          hit = EndsWith(before, "use ") || EndsWith(before, "uses ") || EndsWith(before, "use of ");
+        }
+        if (hit) sc.line_flags[line_of(pos)] |= kHasPolicy;
+        pos += 1;
+      }
+    }
+    int64_t sentences = 0;
+    const char* doc_reject = nullptr;
+    sc.edited.clear();
+    bool pending_para = false;
+    for (size_t i = 0; i < n_lines && doc_reject == nullptr; ++i) {
+      const LineInfo& l = st.lines[i];
+      std::string_view line = StripAscii(text.substr(l.begin, l.end - l.begin));
+      uint8_t flags = sc.line_flags[i];
+      if (line.empty()) {  // a paragraph break: kept as one, not a C4 line
+        if (!sc.edited.empty()) pending_para = true;
+        continue;
+      }
+      bool remove = false;
+      uint64_t hash = l.hash, cp = l.cp, tokens = l.word_end - l.word_begin;
+      if (c4.max_word_length > 0 && l.max_ws_word_cp > static_cast<uint64_t>(c4.max_word_length)) {
+        remove = true;
+      }
+      if (!remove && (flags & kHasBracket) && RemoveCitations(line, &sc.line_buf)) {
+        std::string_view nl = StripAscii(sc.line_buf);
+        if (nl.size() != line.size()) {
+          edited = true;
+          internal::Analyze(nl, o.gopher_quality.stop_words, &sc.line_stats);
+          hash = Hash64(nl);
+          cp = CodePoints(nl);
+          tokens = sc.line_stats.words.size();
+          line = nl;
+        }
+      }
+      if (!remove && c4.filter_no_terminal_punct && (!stop_end(line) || EndsWith(line, "..."))) {
+        remove = true;  // END_PUNCTUATION = . ? ! " ' and not an ellipsis
+      }
+      if (!remove && c4.min_words_per_line > 0 &&
+          l.ws_words < static_cast<uint64_t>(c4.min_words_per_line)) {
+        remove = true;
+      }
+      if (!remove && (flags & kHasLorem)) {
+        doc_reject = "lorem_ipsum";
+        break;
+      }
+      if (!remove && (flags & kHasJavascript)) remove = true;
+      if (!remove && (flags & kHasCurly)) {
+        doc_reject = "curly_bracket";
+        break;
+      }
+      if (!remove && (flags & kHasPolicy)) remove = true;
+      if (remove) {
+        edited = true;
+        ++r->counters.c4_lines_removed;
+        continue;
+      }
+      if (c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
+        sentences += CountSentences(line);
+      }
+      if (!sc.edited.empty()) {
+        sc.edited.append(pending_para ? "\n\n" : "\n");
+        newlines_after += pending_para ? 2 : 1;
+      }
+      pending_para = false;
+      sc.edited.append(line);
+      kept.push_back(KeptLine{hash, cp, stop_end(line), false, tokens});
+    }
+    if (doc_reject == nullptr && c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
+      doc_reject = "too_few_sentences";
+    }
+    if (doc_reject != nullptr) {
+      Reject(r, kC4, doc_reject);
+      return;  // the document is gone; FineWeb would only measure lines C4 has not finished
+    }
+    if (edited || sc.edited.size() != r->text.size()) {
+      r->text.swap(sc.edited);
+      text = r->text;
+    }
+  } else {
+    for (size_t i = 0; i < n_lines; ++i) {
+      const LineInfo& l = st.lines[i];
+      std::string_view line = text.substr(l.begin, l.end - l.begin);
+      bool blank = StripAscii(line).empty();
+      kept.push_back(KeptLine{l.hash, l.cp, stop_end(line), blank, l.word_end - l.word_begin});
+    }
+    newlines_after = n_lines > 0 ? n_lines - 1 : 0;
+  }
+
+  if (o.fineweb.enabled) {
+    const FineWebOptions& fw = o.fineweb;
+    uint64_t n = 0, stop = 0, shorts = 0, chars = 0, tokens = 0;
+    std::vector<std::pair<uint64_t, uint64_t>>& keys = sc.keys;
+    keys.clear();
+    for (const KeptLine& k : kept) {
+      tokens += k.tokens;
+      chars += k.cp;
+      if (k.blank) continue;
+      ++n;
+      stop += k.stop_end;
+      shorts += k.cp <= static_cast<uint64_t>(fw.short_line_length);
+      keys.emplace_back(k.hash, k.cp);
+    }
+    const char* why = nullptr;
+    if (n == 0) {
+      why = "empty";
+    } else {
+      double ratio = static_cast<double>(stop) / n;
+      if (ratio < fw.line_punct_thr && !(ratio == 0 && fw.line_punct_exclude_zero)) {
+        why = "line_punct_ratio";
+      } else if (static_cast<double>(shorts) / n > fw.short_line_thr) {
+        why = "short_line_ratio";
+      } else {
+        auto [dups, dup_chars] = FindDuplicates(&sc.table, keys);
+        (void)dups;
+        if (chars > 0 && static_cast<double>(dup_chars) / chars >= fw.char_duplicates_ratio) {
+          why = "char_dup_ratio";
+        } else if (tokens == 0 ? newlines_after > 0
+                               : static_cast<double>(newlines_after) / tokens > fw.new_line_ratio) {
+          why = "list_ratio";
+        }
+      }
+    }
+    if (why != nullptr) Reject(r, kFineWeb, why);
+  }
+}
+
+}  // namespace grist::clean

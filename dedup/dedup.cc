@@ -1,0 +1,1266 @@
+#include "dedup/dedup.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
+#include "common/ordered.h"
+#include "common/progress.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+
+namespace grist::dedup {
+
+using format::BucketRecord;
+using format::ClusterRecord;
+using format::EdgeRecord;
+using format::Kind;
+using format::LineRecord;
+using format::PairKind;
+using format::PairRecord;
+using format::SigRecord;
+using internal::FileHeader;
+using internal::FileReader;
+using internal::FileWriter;
+using internal::FindTaskFiles;
+using internal::TaskFileName;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+namespace {
+
+absl::StatusOr<ExactNormalize> ParseExactNormalize(const std::string& s) {
+  if (s == "none") return ExactNormalize::kNone;
+  if (s == "whitespace") return ExactNormalize::kWhitespace;
+  if (s == "lower") return ExactNormalize::kLower;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dedup.exact_normalize: expected none, whitespace or lower, got '", s, "'"));
+}
+
+const char* ExactNormalizeName(ExactNormalize m) {
+  switch (m) {
+    case ExactNormalize::kNone:
+      return "none";
+    case ExactNormalize::kWhitespace:
+      return "whitespace";
+    case ExactNormalize::kLower:
+      return "lower";
+  }
+  return "?";
+}
+
+bool IsAsciiSpace(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+}  // namespace
+
+std::string NormalizeForExact(std::string_view text, ExactNormalize mode) {
+  if (mode == ExactNormalize::kNone) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  bool pending_space = false;
+  for (unsigned char c : text) {
+    if (IsAsciiSpace(c)) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out.push_back(' ');
+    pending_space = false;
+    if (mode == ExactNormalize::kLower && c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c + 32);
+    out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+absl::StatusOr<DedupOptions> DedupOptions::FromConfig(const Config& config) {
+  DedupOptions o;
+  ASSIGN_OR_RETURN(o.exact, config.GetBool("dedup.exact", o.exact));
+  ASSIGN_OR_RETURN(std::string norm, config.GetString("dedup.exact_normalize", "whitespace"));
+  ASSIGN_OR_RETURN(o.exact_normalize, ParseExactNormalize(norm));
+  ASSIGN_OR_RETURN(o.near, config.GetBool("dedup.near", o.near));
+  ASSIGN_OR_RETURN(std::string kind, config.GetString("dedup.shingle", "word"));
+  if (kind == "word") {
+    o.shingle.kind = ShingleKind::kWord;
+  } else if (kind == "char") {
+    o.shingle.kind = ShingleKind::kChar;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(config.source(), ": key 'dedup.shingle': expected "
+                                                   "word or char, got '", kind, "'"));
+  }
+  ASSIGN_OR_RETURN(int64_t ngram, config.GetInt("dedup.ngram", o.shingle.n));
+  o.shingle.n = static_cast<int>(ngram);
+  ASSIGN_OR_RETURN(int64_t num_perm, config.GetInt("dedup.num_perm", o.num_perm));
+  o.num_perm = static_cast<int>(num_perm);
+  const bool auto_lsh =
+      config.Has("dedup.threshold") && !config.Has("dedup.bands") && !config.Has("dedup.rows");
+  ASSIGN_OR_RETURN(int64_t bands, config.GetInt("dedup.bands", auto_lsh ? 0 : o.bands));
+  ASSIGN_OR_RETURN(int64_t rows, config.GetInt("dedup.rows", auto_lsh ? 0 : o.rows));
+  o.bands = static_cast<int>(bands);
+  o.rows = static_cast<int>(rows);
+  ASSIGN_OR_RETURN(o.threshold, config.GetDouble("dedup.threshold", o.threshold));
+  ASSIGN_OR_RETURN(o.verify, config.GetBool("dedup.verify", o.verify));
+  ASSIGN_OR_RETURN(int64_t seed, config.GetInt("dedup.seed", static_cast<int64_t>(o.seed)));
+  o.seed = static_cast<uint64_t>(seed);
+  ASSIGN_OR_RETURN(o.line_dedup, config.GetBool("dedup.line_dedup", o.line_dedup));
+  ASSIGN_OR_RETURN(int64_t mem_mb, config.GetInt("dedup.memory_limit_mb",
+                                                 static_cast<int64_t>(o.memory_limit >> 20)));
+  if (mem_mb <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.source(), ": key 'dedup.memory_limit_mb': must be positive"));
+  }
+  o.memory_limit = static_cast<uint64_t>(mem_mb) << 20;
+  ASSIGN_OR_RETURN(o.work_dir, config.GetString("dedup.work_dir", ""));
+  ASSIGN_OR_RETURN(o.keep_work, config.GetBool("dedup.keep_work", false));
+  ASSIGN_OR_RETURN(o.input.text_field, config.GetString("dedup.text_field", o.input.text_field));
+  ASSIGN_OR_RETURN(o.input.txt_mode, config.GetString("dedup.txt_mode", o.input.txt_mode));
+  RETURN_IF_ERROR(o.Validate());
+  return o;
+}
+
+absl::Status DedupOptions::Validate() const {
+  auto bad = [](std::string what) { return absl::InvalidArgumentError("dedup: " + what); };
+  if (shingle.n < 1 || shingle.n > 1000) return bad(absl::StrCat("ngram must be in [1, 1000], got ", shingle.n));
+  if (num_perm < 1 || num_perm > 4096) return bad(absl::StrCat("num_perm must be in [1, 4096], got ", num_perm));
+  if (!(threshold > 0.0 && threshold <= 1.0)) return bad(absl::StrCat("threshold must be in (0, 1], got ", threshold));
+  if ((bands == 0) != (rows == 0)) return bad("set both bands and rows, or neither (automatic)");
+  if (bands < 0 || rows < 0) return bad("bands and rows must be positive");
+  if (bands > 0 && static_cast<int64_t>(bands) * rows > num_perm) {
+    return bad(absl::StrCat("bands x rows = ", bands, " x ", rows, " exceeds num_perm ", num_perm));
+  }
+  if (bands == 0 && threshold >= 1.0) return bad("automatic bands x rows needs a threshold below 1");
+  if (memory_limit < (16ull << 20)) return bad("memory limit must be at least 16 MB");
+  if (split_bytes == 0) return bad("split_bytes must be positive");
+  if (input.txt_mode != "file" && input.txt_mode != "blocks") {
+    return bad(absl::StrCat("txt_mode must be file or blocks, got '", input.txt_mode, "'"));
+  }
+  return absl::OkStatus();
+}
+
+DedupOptions DedupOptions::Resolved() const {
+  DedupOptions o = *this;
+  if (o.bands == 0 || o.rows == 0) {
+    LshParams p = OptimalLshParams(o.threshold, o.num_perm);
+    o.bands = p.bands;
+    o.rows = p.rows;
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+std::string DedupReport::ToJson() const {
+  JsonWriter w(2);
+  w.BeginObject();
+  w.Field("docs_in", counts.docs_in).Field("docs_kept", counts.docs_out);
+  w.Field("docs_removed", counts.docs_removed).Field("docs_rejected", counts.docs_rejected);
+  w.Field("bytes_in", counts.bytes_in).Field("bytes_out", counts.bytes_out);
+  w.Field("removed_exact", removed_exact).Field("removed_near", removed_near);
+  w.Field("removed_lines", removed_lines).Field("lines_removed", lines_removed);
+  w.Field("clusters", clusters);
+  w.Key("cluster_sizes").BeginObject();
+  for (const auto& [size, n] : cluster_sizes) w.Field(std::to_string(size), n);
+  w.EndObject();
+  w.Field("candidate_pairs", candidate_pairs).Field("exact_pairs", exact_pairs);
+  w.Field("verified_pairs", verified_pairs).Field("duplicated_lines", duplicated_lines);
+  w.Field("num_perm", num_perm).Field("bands", bands).Field("rows", rows);
+  w.Field("threshold", threshold);
+  w.Key("stages").BeginArray();
+  for (const StageTiming& s : stages) {
+    w.BeginObject().Field("stage", s.stage).Field("tasks", s.tasks).Field("seconds", s.seconds);
+    w.Field("task_seconds_total", s.cpu_seconds).Field("input_bytes", s.input_bytes);
+    w.Field("peak_rss_bytes", s.peak_rss_bytes).EndObject();
+  }
+  w.EndArray();
+  w.Field("peak_rss_bytes", peak_rss_bytes).Field("simd_target", simd_target);
+  w.EndObject();
+  return w.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage plumbing
+
+absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name) {
+  for (DedupStage s : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                       DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
+    if (name == DedupStageName(s)) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown dedup stage '", name,
+      "' (expected signatures, buckets, clusters, merge, filter or report)"));
+}
+
+const char* DedupStageName(DedupStage stage) {
+  switch (stage) {
+    case DedupStage::kSignatures:
+      return "signatures";
+    case DedupStage::kBuckets:
+      return "buckets";
+    case DedupStage::kClusters:
+      return "clusters";
+    case DedupStage::kMerge:
+      return "merge";
+    case DedupStage::kFilter:
+      return "filter";
+    case DedupStage::kReport:
+      return "report";
+  }
+  return "?";
+}
+
+bool StageIsParallel(DedupStage stage) {
+  return stage != DedupStage::kMerge && stage != DedupStage::kReport;
+}
+
+namespace {
+
+enum StatSlot : size_t {
+  kWallUs,
+  kPeakRss,
+  kInputBytes,
+  kDocsIn,
+  kDocsOut,
+  kDocsRejected,
+  kDocsRemoved,
+  kBytesIn,
+  kBytesOut,
+  kRemovedExact,
+  kRemovedNear,
+  kRemovedLines,
+  kLinesRemoved,
+  kClusters,
+  kCandidatePairs,
+  kExactPairs,
+  kVerifiedPairs,
+  kDupLines,
+  kNumSlots,
+};
+// After kNumSlots: (cluster size, count) pairs (merge stage).
+
+struct Ctx {
+  Env* env;
+  DedupOptions opt;  // resolved
+  RunOptions run;
+  std::string output_dir;
+  std::string work;
+  std::vector<InputFile> files;
+  std::vector<InputSplit> splits;
+  uint64_t fingerprint = 0;
+  std::unique_ptr<ThreadPool> pool;
+
+  std::string Dir(const char* sub) const { return JoinPath(work, sub); }
+  FileHeader Header(Kind kind, uint32_t record_size, uint32_t aux = 0) const {
+    FileHeader h;
+    h.kind = kind;
+    h.record_size = record_size;
+    h.aux = aux;
+    h.task = static_cast<uint32_t>(run.task);
+    h.tasks = static_cast<uint32_t>(run.tasks);
+    h.fingerprint = fingerprint;
+    return h;
+  }
+  absl::Status CheckFingerprint(const FileReader& r, const std::string& path) const {
+    if (r.header().fingerprint != fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " was written for different inputs or dedup options; clear the work directory ",
+          work, " or use the options of that run"));
+    }
+    return absl::OkStatus();
+  }
+};
+
+uint64_t OptionsFingerprint(const DedupOptions& o) {
+  std::string s = absl::StrCat(
+      o.exact, "|", ExactNormalizeName(o.exact_normalize), "|", o.near, "|",
+      static_cast<int>(o.shingle.kind), "|", o.shingle.n, "|", o.num_perm, "|", o.bands, "|",
+      o.rows, "|", absl::StrFormat("%.17g", o.threshold), "|", o.verify, "|", o.seed, "|",
+      o.line_dedup, "|", o.split_bytes, "|", o.input.text_field, "|", o.input.txt_mode, "|",
+      o.input.max_record_bytes);
+  return Hash64(s);
+}
+
+absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
+                            const std::string& output_dir, const DedupOptions& options,
+                            const RunOptions& run) {
+  RETURN_IF_ERROR(options.Validate());
+  if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dedup: task ", run.task, " is not in [0, ", run.tasks, ")"));
+  }
+  Ctx c;
+  c.env = env;
+  c.opt = options.Resolved();
+  c.run = run;
+  c.output_dir = output_dir;
+  c.work = options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
+  ASSIGN_OR_RETURN(c.files, ListInputs(env, inputs));
+  c.pool = std::make_unique<ThreadPool>(run.threads);
+  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, c.opt.split_bytes, c.pool.get()));
+  if (c.splits.size() >= (uint64_t{1} << (64 - format::kOrdinalBits))) {
+    return absl::InvalidArgumentError("dedup: too many input splits");
+  }
+  Hasher64 h(OptionsFingerprint(c.opt));
+  for (const InputFile& f : c.files) {
+    h.Update(f.path);
+    h.Update(&f.size, sizeof(f.size));
+    h.Update("\0", 1);
+  }
+  for (const InputSplit& s : c.splits) {
+    uint64_t v[3] = {s.file_index, s.begin, s.end};
+    h.Update(v, sizeof(v));
+  }
+  c.fingerprint = h.Digest();
+  return c;
+}
+
+// Global indices of the splits task `task` of `tasks` processes.
+std::vector<size_t> TaskSplitIndices(const Ctx& c, int task, int tasks) {
+  std::vector<InputSplit> mine = SelectTaskSplits(c.splits, task, tasks);
+  std::vector<size_t> out;
+  size_t j = 0;
+  for (size_t i = 0; i < c.splits.size() && j < mine.size(); ++i) {
+    const InputSplit& s = c.splits[i];
+    if (s.file_index == mine[j].file_index && s.begin == mine[j].begin && s.end == mine[j].end) {
+      out.push_back(i);
+      ++j;
+    }
+  }
+  return out;
+}
+
+inline uint64_t MakeKey(size_t split, uint64_t ordinal) {
+  return (static_cast<uint64_t>(split) << format::kOrdinalBits) | ordinal;
+}
+inline size_t SplitOfKey(uint64_t key) { return static_cast<size_t>(key >> format::kOrdinalBits); }
+
+inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
+  uint64_t x = SplitMix64(SplitMix64(tag ^ 0x9e37) ^ hi) ^ lo;
+  return SplitMix64(x) % static_cast<uint64_t>(parts);
+}
+
+// Reads every document of split `split_index`, calling fn(key, doc).
+template <typename Fn>
+absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn) {
+  const InputSplit& split = c.splits[split_index];
+  ASSIGN_OR_RETURN(auto reader,
+                   OpenRecordReader(c.env, c.files[split.file_index], split, c.opt.input));
+  Document doc;
+  uint64_t ordinal = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+    if (!more) break;
+    if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(c.files[split.file_index].path, ": too many records in one split"));
+    }
+    RETURN_IF_ERROR(fn(MakeKey(split_index, ordinal), doc));
+    ++ordinal;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> NewStats() { return std::vector<uint64_t>(kNumSlots, 0); }
+
+absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> stats,
+                        const Stopwatch& sw) {
+  stats[kWallUs] = static_cast<uint64_t>(sw.Seconds() * 1e6);
+  stats[kPeakRss] = PeakRssBytes();
+  std::string dir = c.Dir("stats");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  ASSIGN_OR_RETURN(auto w, FileWriter::Open(c.env,
+                                            JoinPath(dir, TaskFileName(DedupStageName(stage),
+                                                                       c.run.task, c.run.tasks)),
+                                            c.Header(Kind::kStats, 8)));
+  for (uint64_t v : stats) RETURN_IF_ERROR(w->Add(v));
+  return w->Finish();
+}
+
+absl::StatusOr<std::vector<std::vector<uint64_t>>> ReadStats(const Ctx& c, DedupStage stage) {
+  ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                   FindTaskFiles(c.env, c.Dir("stats"), DedupStageName(stage), DedupStageName(stage)));
+  std::vector<std::vector<uint64_t>> out;
+  for (const std::string& p : paths) {
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, p, Kind::kStats, 8));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, p));
+    ASSIGN_OR_RETURN(auto v, FileReader::ReadAll<uint64_t>(c.env, p, Kind::kStats));
+    if (v.size() < kNumSlots) return absl::DataLossError(absl::StrCat(p, ": too few counters"));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Opens every task output `stem` of the producing stage in `dir`, checking the fingerprint.
+absl::StatusOr<std::vector<std::unique_ptr<FileReader>>> OpenAll(const Ctx& c, const char* sub,
+                                                                const std::string& stem,
+                                                                DedupStage producer, Kind kind,
+                                                                uint32_t record_size) {
+  ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                   FindTaskFiles(c.env, c.Dir(sub), stem, DedupStageName(producer)));
+  std::vector<std::unique_ptr<FileReader>> out;
+  for (const std::string& p : paths) {
+    // The fingerprint first: files of a run with other options differ in record size too.
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, p, kind, 0));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, p));
+    if (record_size != 0 && r->header().record_size != record_size) {
+      return absl::DataLossError(absl::StrCat(p, ": corrupt dedup intermediate file: record size ",
+                                              r->header().record_size, ", expected ", record_size));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+uint32_t SigRecordSize(const Ctx& c) {
+  return static_cast<uint32_t>(sizeof(SigRecord) + 8 * static_cast<size_t>(c.opt.num_perm));
+}
+
+// Calls fn(line) for each '\n'-terminated line of text (the last one may lack the newline). The
+// view excludes the newline.
+template <typename Fn>
+void ForEachLine(std::string_view text, Fn fn) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    size_t end = nl == std::string_view::npos ? text.size() : nl;
+    fn(text.substr(pos, end - pos), nl != std::string_view::npos);
+    pos = end + 1;
+  }
+}
+
+bool IsBlank(std::string_view line) {
+  for (unsigned char ch : line) {
+    if (!IsAsciiSpace(ch)) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// signatures
+
+absl::Status RunSignatures(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const std::string dir = c.Dir("sig");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  const uint32_t rec_size = SigRecordSize(c);
+  ASSIGN_OR_RETURN(auto sig_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks)),
+                                                c.Header(Kind::kSignatures, rec_size, c.opt.num_perm)));
+  ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("ids", c.run.task, c.run.tasks)),
+                                                c.Header(Kind::kIds, 0)));
+  std::unique_ptr<FileWriter> lines_w;
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("lines", c.run.task, c.run.tasks)),
+                                               c.Header(Kind::kLineHashes, sizeof(LineRecord))));
+  }
+  const std::vector<size_t> mine = TaskSplitIndices(c, c.run.task, c.run.tasks);
+  uint64_t total_bytes = 0;
+  for (size_t i : mine) total_bytes += c.splits[i].bytes;
+  Progress progress("dedup signatures", total_bytes, Progress::Unit::kBytes, !c.run.progress);
+  const MinHasher hasher(c.opt.num_perm, c.opt.seed);
+
+  struct SplitOut {
+    std::string sigs;
+    std::vector<std::pair<uint64_t, std::string>> ids;
+    std::vector<LineRecord> lines;
+    uint64_t docs = 0, bad = 0, bytes = 0;
+  };
+  const size_t window = static_cast<size_t>(std::max(2, 2 * c.pool->size()));
+  RETURN_IF_ERROR(OrderedParallel<SplitOut>(
+      c.pool.get(), mine.size(), window,
+      [&](size_t i) -> absl::StatusOr<SplitOut> {
+        SplitOut out;
+        std::vector<uint64_t> shingles;
+        std::string scratch;
+        std::vector<uint64_t> sig(c.opt.num_perm);
+        std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
+        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
+          ++out.docs;
+          out.bytes += doc.input_bytes;
+          progress.Add(doc.input_bytes);
+          SigRecord r{};
+          r.key = key;
+          out.ids.emplace_back(key, doc.id());
+          if (!doc.error.empty()) {
+            ++out.bad;
+            r.flags = format::kFlagBadRecord;
+            std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+          } else {
+            Hash128 h = Hash128Of(NormalizeForExact(doc.text, c.opt.exact_normalize));
+            r.exact_hi = h.high;
+            r.exact_lo = h.low;
+            if (c.opt.near) {
+              ShingleHashes(doc.text, c.opt.shingle, &shingles, &scratch);
+            } else {
+              shingles.clear();
+            }
+            r.shingles = static_cast<uint32_t>(std::min<size_t>(shingles.size(), UINT32_MAX));
+            if (shingles.empty()) {
+              r.flags |= format::kFlagNoShingles;
+              std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+            } else {
+              hasher.Compute(shingles, sig.data());
+            }
+            if (c.opt.line_dedup) {
+              doc_lines.clear();
+              ForEachLine(doc.text, [&](std::string_view line, bool) {
+                if (IsBlank(line)) return;
+                Hash128 lh = Hash128Of(line);
+                doc_lines.emplace_back(lh.high, lh.low);
+              });
+              std::sort(doc_lines.begin(), doc_lines.end());
+              doc_lines.erase(std::unique(doc_lines.begin(), doc_lines.end()), doc_lines.end());
+              for (const auto& [hi, lo] : doc_lines) out.lines.push_back(LineRecord{hi, lo, key});
+            }
+          }
+          out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
+          out.sigs.append(reinterpret_cast<const char*>(sig.data()), 8 * sig.size());
+          return absl::OkStatus();
+        }));
+        return out;
+      },
+      [&](size_t, SplitOut&& out) -> absl::Status {
+        const size_t n = out.sigs.size() / rec_size;
+        for (size_t k = 0; k < n; ++k) {
+          RETURN_IF_ERROR(sig_w->AddRecord(out.sigs.data() + k * rec_size, rec_size));
+        }
+        for (const auto& [key, id] : out.ids) RETURN_IF_ERROR(ids_w->AddId(key, id));
+        if (lines_w) {
+          for (const LineRecord& l : out.lines) RETURN_IF_ERROR(lines_w->Add(l));
+        }
+        stats[kDocsIn] += out.docs;
+        stats[kDocsRejected] += out.bad;
+        stats[kBytesIn] += out.bytes;
+        stats[kInputBytes] += out.bytes;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(sig_w->Finish());
+  RETURN_IF_ERROR(ids_w->Finish());
+  if (lines_w) RETURN_IF_ERROR(lines_w->Finish());
+  progress.Finish();
+  return WriteStats(c, DedupStage::kSignatures, std::move(stats), sw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// buckets
+
+absl::Status RunBuckets(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const int J = c.run.task, M = c.run.tasks;
+  const std::string dir = c.Dir("buckets");
+  const std::string tmp = c.Dir("tmp");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  RETURN_IF_ERROR(c.env->CreateDirs(tmp));
+  const uint32_t rec_size = SigRecordSize(c);
+  ASSIGN_OR_RETURN(auto sig_readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
+                                             Kind::kSignatures, rec_size));
+  // Half the budget for the bucket records, a quarter for the pairs.
+  internal::ExternalSorter<BucketRecord> sorter(
+      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 2);
+  std::vector<char> rec(rec_size);
+  const int bands = c.opt.near ? c.opt.bands : 0;
+  const int rows = c.opt.rows;
+  for (auto& r : sig_readers) {
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(rec.data()));
+      if (!more) break;
+      stats[kInputBytes] += rec_size;
+      SigRecord s;
+      std::memcpy(&s, rec.data(), sizeof(s));
+      if (s.flags & format::kFlagBadRecord) continue;
+      if (c.opt.exact && Partition(0, s.exact_hi, s.exact_lo, M) == static_cast<uint64_t>(J)) {
+        RETURN_IF_ERROR(sorter.Add(BucketRecord{0, s.exact_hi, s.exact_lo, s.key}));
+      }
+      if (s.flags & format::kFlagNoShingles) continue;
+      const char* sig = rec.data() + sizeof(SigRecord);
+      for (int b = 0; b < bands; ++b) {
+        uint64_t h = Hash64(sig + 8 * static_cast<size_t>(b) * rows, 8 * static_cast<size_t>(rows),
+                            static_cast<uint64_t>(b));
+        uint64_t tag = 2 + static_cast<uint64_t>(b);
+        if (Partition(tag, 0, h, M) == static_cast<uint64_t>(J)) {
+          RETURN_IF_ERROR(sorter.Add(BucketRecord{tag, 0, h, s.key}));
+        }
+      }
+    }
+  }
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(auto line_readers, OpenAll(c, "sig", "lines", DedupStage::kSignatures,
+                                                Kind::kLineHashes, sizeof(LineRecord)));
+    for (auto& r : line_readers) {
+      LineRecord l;
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, r->Next(&l));
+        if (!more) break;
+        stats[kInputBytes] += sizeof(l);
+        if (Partition(1, l.hi, l.lo, M) == static_cast<uint64_t>(J)) {
+          RETURN_IF_ERROR(sorter.Add(BucketRecord{1, l.hi, l.lo, l.doc}));
+        }
+      }
+    }
+  }
+  internal::ExternalSorter<PairRecord> pairs(c.env, tmp, absl::StrFormat("pairs-%05d", J),
+                                             c.opt.memory_limit / 4);
+  ASSIGN_OR_RETURN(auto lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("duplines", J, M)),
+                                                  c.Header(Kind::kDupLines, sizeof(LineRecord))));
+  // Groups of equal (tag, hi, lo): for exact and band groups, a star of pairs from the group's
+  // first document; for line groups, the line when two or more documents have it.
+  bool have = false;
+  BucketRecord first{};
+  uint64_t last_doc = 0, distinct = 0;
+  auto close_group = [&]() -> absl::Status {
+    if (have && first.tag == 1 && distinct >= 2) {
+      ++stats[kDupLines];
+      RETURN_IF_ERROR(lines_w->Add(LineRecord{first.hi, first.lo, 0}));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(sorter.Finish([&](const BucketRecord& r) -> absl::Status {
+    if (!have || r.tag != first.tag || r.hi != first.hi || r.lo != first.lo) {
+      RETURN_IF_ERROR(close_group());
+      have = true;
+      first = r;
+      last_doc = r.doc;
+      distinct = 1;
+      return absl::OkStatus();
+    }
+    if (r.doc == last_doc) return absl::OkStatus();
+    last_doc = r.doc;
+    ++distinct;
+    if (r.tag != 1) {
+      uint32_t kind = static_cast<uint32_t>(r.tag == 0 ? PairKind::kExact : PairKind::kNear);
+      RETURN_IF_ERROR(pairs.Add(PairRecord{first.doc, r.doc, kind, 0}));
+    }
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(close_group());
+  RETURN_IF_ERROR(lines_w->Finish());
+  ASSIGN_OR_RETURN(auto pairs_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("pairs", J, M)),
+                                                  c.Header(Kind::kPairs, sizeof(PairRecord))));
+  bool have_pair = false;
+  PairRecord prev{};
+  RETURN_IF_ERROR(pairs.Finish([&](const PairRecord& p) -> absl::Status {
+    if (have_pair && p.a == prev.a && p.b == prev.b) return absl::OkStatus();
+    have_pair = true;
+    prev = p;
+    return pairs_w->Add(p);
+  }));
+  RETURN_IF_ERROR(pairs_w->Finish());
+  return WriteStats(c, DedupStage::kBuckets, std::move(stats), sw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// clusters
+
+// Shingle sets (or signatures) of the documents `keys` (sorted, distinct), re-read from the input.
+absl::StatusOr<std::vector<std::vector<uint64_t>>> LoadShingleSets(const Ctx& c,
+                                                                   const std::vector<uint64_t>& keys,
+                                                                   uint64_t* bytes_read) {
+  std::vector<std::vector<uint64_t>> sets(keys.size());
+  // Runs of keys per split.
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) into keys
+  for (size_t i = 0; i < keys.size();) {
+    size_t j = i;
+    while (j < keys.size() && SplitOfKey(keys[j]) == SplitOfKey(keys[i])) ++j;
+    runs.emplace_back(i, j);
+    i = j;
+  }
+  std::atomic<uint64_t> bytes{0};
+  RETURN_IF_ERROR(ParallelFor(c.pool.get(), runs.size(), [&](size_t r) -> absl::Status {
+    auto [begin, end] = runs[r];
+    const size_t split = SplitOfKey(keys[begin]);
+    if (split >= c.splits.size()) {
+      return absl::DataLossError(absl::StrCat("dedup: document key ", keys[begin],
+                                              " names split ", split, " beyond the input plan"));
+    }
+    size_t next = begin;
+    std::string scratch;
+    RETURN_IF_ERROR(ForEachDoc(c, split, [&](uint64_t key, const Document& doc) -> absl::Status {
+      bytes.fetch_add(doc.input_bytes, std::memory_order_relaxed);
+      if (next < end && keys[next] == key) {
+        if (doc.error.empty()) ShingleHashes(doc.text, c.opt.shingle, &sets[next], &scratch);
+        ++next;
+      }
+      return absl::OkStatus();
+    }));
+    if (next != end) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dedup: the input changed since the signatures stage (document ", keys[next],
+          " not found)"));
+    }
+    return absl::OkStatus();
+  }));
+  *bytes_read = bytes.load();
+  return sets;
+}
+
+absl::StatusOr<std::vector<std::vector<uint64_t>>> LoadSignatures(const Ctx& c,
+                                                                  const std::vector<uint64_t>& keys,
+                                                                  uint64_t* bytes_read) {
+  std::vector<std::vector<uint64_t>> sigs(keys.size());
+  const uint32_t rec_size = SigRecordSize(c);
+  ASSIGN_OR_RETURN(auto readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
+                                         Kind::kSignatures, rec_size));
+  std::vector<char> rec(rec_size);
+  for (auto& r : readers) {
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(rec.data()));
+      if (!more) break;
+      *bytes_read += rec_size;
+      SigRecord s;
+      std::memcpy(&s, rec.data(), sizeof(s));
+      auto it = std::lower_bound(keys.begin(), keys.end(), s.key);
+      if (it != keys.end() && *it == s.key) {
+        auto& v = sigs[it - keys.begin()];
+        v.resize(c.opt.num_perm);
+        std::memcpy(v.data(), rec.data() + sizeof(SigRecord), 8 * v.size());
+      }
+    }
+  }
+  return sigs;
+}
+
+absl::Status RunClusters(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const int K = c.run.task, L = c.run.tasks;
+  const std::string dir = c.Dir("clusters");
+  const std::string tmp = c.Dir("tmp");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  RETURN_IF_ERROR(c.env->CreateDirs(tmp));
+  ASSIGN_OR_RETURN(auto readers, OpenAll(c, "buckets", "pairs", DedupStage::kBuckets, Kind::kPairs,
+                                         sizeof(PairRecord)));
+  internal::ExternalSorter<PairRecord> sorter(c.env, tmp, absl::StrFormat("cpairs-%05d", K),
+                                              c.opt.memory_limit / 4);
+  for (auto& r : readers) {
+    PairRecord p;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(&p));
+      if (!more) break;
+      stats[kInputBytes] += sizeof(p);
+      if (Partition(3, p.a, p.b, L) == static_cast<uint64_t>(K)) RETURN_IF_ERROR(sorter.Add(p));
+    }
+  }
+  std::vector<PairRecord> pairs;
+  RETURN_IF_ERROR(sorter.Finish([&](const PairRecord& p) -> absl::Status {
+    if (!pairs.empty() && pairs.back().a == p.a && pairs.back().b == p.b) return absl::OkStatus();
+    pairs.push_back(p);
+    return absl::OkStatus();
+  }));
+  std::vector<uint64_t> keys;
+  for (const PairRecord& p : pairs) {
+    if (p.kind == static_cast<uint32_t>(PairKind::kExact)) {
+      ++stats[kExactPairs];
+      continue;
+    }
+    ++stats[kCandidatePairs];
+    keys.push_back(p.a);
+    keys.push_back(p.b);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<std::vector<uint64_t>> sets;
+  if (!keys.empty()) {
+    uint64_t bytes = 0;
+    if (c.opt.verify) {
+      ASSIGN_OR_RETURN(sets, LoadShingleSets(c, keys, &bytes));
+    } else {
+      ASSIGN_OR_RETURN(sets, LoadSignatures(c, keys, &bytes));
+    }
+    stats[kInputBytes] += bytes;
+  }
+  auto index_of = [&](uint64_t key) {
+    return static_cast<size_t>(std::lower_bound(keys.begin(), keys.end(), key) - keys.begin());
+  };
+  std::vector<double> sims(pairs.size(), 1.0);
+  RETURN_IF_ERROR(ParallelFor(c.pool.get(), (pairs.size() + 1023) / 1024, [&](size_t chunk) {
+    for (size_t i = chunk * 1024; i < std::min(pairs.size(), (chunk + 1) * 1024); ++i) {
+      const PairRecord& p = pairs[i];
+      if (p.kind == static_cast<uint32_t>(PairKind::kExact)) continue;
+      const auto& x = sets[index_of(p.a)];
+      const auto& y = sets[index_of(p.b)];
+      if (c.opt.verify) {
+        sims[i] = JaccardSorted(x, y);
+      } else {
+        sims[i] = (x.empty() || y.empty()) ? 0.0
+                                           : EstimateJaccard(x.data(), y.data(), c.opt.num_perm);
+      }
+    }
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(auto edges_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("edges", K, L)),
+                                                  c.Header(Kind::kEdges, sizeof(EdgeRecord))));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PairRecord& p = pairs[i];
+    const bool exact = p.kind == static_cast<uint32_t>(PairKind::kExact);
+    if (!exact) {
+      if (c.opt.verify && sims[i] < c.opt.threshold) continue;
+      ++stats[kVerifiedPairs];
+    }
+    RETURN_IF_ERROR(edges_w->Add(EdgeRecord{p.a, p.b, sims[i], p.kind, 0}));
+  }
+  RETURN_IF_ERROR(edges_w->Finish());
+  return WriteStats(c, DedupStage::kClusters, std::move(stats), sw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// merge
+
+absl::Status RunMerge(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const std::string dir = c.Dir("merge");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  ASSIGN_OR_RETURN(auto readers, OpenAll(c, "clusters", "edges", DedupStage::kClusters,
+                                         Kind::kEdges, sizeof(EdgeRecord)));
+  std::vector<EdgeRecord> edges;
+  for (auto& r : readers) {
+    EdgeRecord e;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(&e));
+      if (!more) break;
+      stats[kInputBytes] += sizeof(e);
+      if (!(e.a < e.b)) return absl::DataLossError("dedup merge: edge with a >= b");
+      edges.push_back(e);
+    }
+  }
+  std::sort(edges.begin(), edges.end(), [](const EdgeRecord& x, const EdgeRecord& y) {
+    return x.a != y.a ? x.a < y.a : x.b < y.b;
+  });
+  std::vector<uint64_t> nodes;
+  nodes.reserve(edges.size() * 2);
+  for (const EdgeRecord& e : edges) {
+    nodes.push_back(e.a);
+    nodes.push_back(e.b);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  auto idx = [&](uint64_t key) {
+    return static_cast<uint32_t>(std::lower_bound(nodes.begin(), nodes.end(), key) - nodes.begin());
+  };
+  // Union-find; the root of a set is its smallest index (the first document in input order).
+  std::vector<uint32_t> parent(nodes.size());
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t x) {
+    uint32_t r = x;
+    while (parent[r] != r) r = parent[r];
+    while (parent[x] != r) {
+      uint32_t n = parent[x];
+      parent[x] = r;
+      x = n;
+    }
+    return r;
+  };
+  struct Best {
+    double sim = -1;
+    uint32_t kind = 0;
+    uint64_t partner = 0;
+  };
+  std::vector<Best> best(nodes.size());
+  auto offer = [&](uint32_t node, uint64_t partner, double sim, uint32_t kind) {
+    Best& b = best[node];
+    bool better = sim > b.sim || (sim == b.sim && (kind < b.kind || (kind == b.kind && partner < b.partner)));
+    if (b.sim < 0 || better) b = Best{sim, kind, partner};
+  };
+  for (const EdgeRecord& e : edges) {
+    uint32_t x = idx(e.a), y = idx(e.b);
+    offer(x, e.b, e.similarity, e.kind);
+    offer(y, e.a, e.similarity, e.kind);
+    uint32_t rx = find(x), ry = find(y);
+    if (rx != ry) parent[std::max(rx, ry)] = std::min(rx, ry);
+  }
+  std::vector<uint32_t> root(nodes.size());
+  std::vector<uint32_t> size(nodes.size(), 0);
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    root[i] = find(i);
+    ++size[root[i]];
+  }
+  std::vector<uint64_t> cluster_no(nodes.size(), 0);
+  uint64_t clusters = 0;
+  std::map<uint64_t, uint64_t> hist;
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    if (root[i] == i) {
+      cluster_no[i] = clusters++;
+      ++hist[size[i]];
+    }
+  }
+  std::vector<uint64_t> need;
+  ASSIGN_OR_RETURN(auto clusters_w,
+                   FileWriter::Open(c.env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
+                                    c.Header(Kind::kClusters, sizeof(ClusterRecord))));
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    if (root[i] == i) continue;
+    const Best& b = best[i];
+    ClusterRecord r{nodes[i], nodes[root[i]], b.partner, b.sim, cluster_no[root[i]], b.kind,
+                    size[root[i]]};
+    RETURN_IF_ERROR(clusters_w->Add(r));
+    need.push_back(r.kept);
+    need.push_back(r.duplicate_of);
+    if (b.kind == static_cast<uint32_t>(PairKind::kExact)) {
+      ++stats[kRemovedExact];
+    } else {
+      ++stats[kRemovedNear];
+    }
+  }
+  RETURN_IF_ERROR(clusters_w->Finish());
+  std::sort(need.begin(), need.end());
+  need.erase(std::unique(need.begin(), need.end()), need.end());
+  // The ids of the documents removed documents point to.
+  ASSIGN_OR_RETURN(auto id_readers, OpenAll(c, "sig", "ids", DedupStage::kSignatures, Kind::kIds, 0));
+  ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("ids", 0, 1)),
+                                                c.Header(Kind::kIds, 0)));
+  for (auto& r : id_readers) {
+    uint64_t key;
+    std::string id;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->NextId(&key, &id));
+      if (!more) break;
+      stats[kInputBytes] += 12 + id.size();
+      if (std::binary_search(need.begin(), need.end(), key)) RETURN_IF_ERROR(ids_w->AddId(key, id));
+    }
+  }
+  RETURN_IF_ERROR(ids_w->Finish());
+  stats[kClusters] = clusters;
+  for (const auto& [s, n] : hist) {
+    stats.push_back(s);
+    stats.push_back(n);
+  }
+  return WriteStats(c, DedupStage::kMerge, std::move(stats), sw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// filter
+
+std::string RemovedJson(const ClusterRecord& r, const std::string& kept_id,
+                        const std::string& dup_id) {
+  std::string s = "\"dedup\":{\"reason\":";
+  s += r.kind == static_cast<uint32_t>(PairKind::kExact) ? "\"exact\"" : "\"near\"";
+  absl::StrAppend(&s, ",\"cluster\":", r.cluster, ",\"cluster_size\":", r.cluster_size,
+                  ",\"kept\":");
+  AppendJsonString(&s, kept_id);
+  s += ",\"duplicate_of\":";
+  AppendJsonString(&s, dup_id);
+  s += ",\"similarity\":";
+  s += JsonDouble(r.similarity);
+  s += "}";
+  return s;
+}
+
+absl::Status RunFilter(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const std::string merge_dir = c.Dir("merge");
+  const std::string clusters_path = JoinPath(merge_dir, TaskFileName("clusters", 0, 1));
+  const std::string ids_path = JoinPath(merge_dir, TaskFileName("ids", 0, 1));
+  if (!c.env->FileExists(clusters_path) || !c.env->FileExists(ids_path)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no merge output in ", merge_dir, ": run the 'merge' stage first"));
+  }
+  {
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, clusters_path, Kind::kClusters,
+                                              sizeof(ClusterRecord)));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, clusters_path));
+  }
+  ASSIGN_OR_RETURN(std::vector<ClusterRecord> removed,
+                   FileReader::ReadAll<ClusterRecord>(c.env, clusters_path, Kind::kClusters));
+  std::vector<std::pair<uint64_t, std::string>> ids;
+  {
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, ids_path, Kind::kIds, 0));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, ids_path));
+    uint64_t key;
+    std::string id;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->NextId(&key, &id));
+      if (!more) break;
+      ids.emplace_back(key, id);
+    }
+  }
+  auto id_of = [&](uint64_t key) -> std::string {
+    auto it = std::lower_bound(ids.begin(), ids.end(), key,
+                               [](const auto& p, uint64_t k) { return p.first < k; });
+    return (it != ids.end() && it->first == key) ? it->second : std::string();
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> dup_lines;
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(auto readers, OpenAll(c, "buckets", "duplines", DedupStage::kBuckets,
+                                           Kind::kDupLines, sizeof(LineRecord)));
+    for (auto& r : readers) {
+      LineRecord l;
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, r->Next(&l));
+        if (!more) break;
+        dup_lines.emplace_back(l.hi, l.lo);
+      }
+    }
+    std::sort(dup_lines.begin(), dup_lines.end());
+  }
+  const std::string prefix =
+      c.run.tasks == 1 ? std::string("dedup")
+                       : absl::StrFormat("dedup-%05d-of-%05d", c.run.task, c.run.tasks);
+  const std::string removed_dir = JoinPath(c.output_dir, "removed");
+  RETURN_IF_ERROR(c.env->CreateDirs(c.output_dir));
+  RETURN_IF_ERROR(c.env->CreateDirs(removed_dir));
+  ASSIGN_OR_RETURN(auto kept_w, RecordWriter::Open(c.env, c.output_dir, prefix, c.opt.output));
+  ASSIGN_OR_RETURN(auto removed_w, RecordWriter::Open(c.env, removed_dir, prefix, c.opt.output));
+
+  const std::vector<size_t> mine = TaskSplitIndices(c, c.run.task, c.run.tasks);
+  uint64_t total_bytes = 0;
+  for (size_t i : mine) total_bytes += c.splits[i].bytes;
+  Progress progress("dedup filter", total_bytes, Progress::Unit::kBytes, !c.run.progress);
+  struct Out {
+    Document doc;
+    std::string extra;
+    int where = 0;  // 0 kept, 1 removed (duplicate), 2 rejected, 3 removed (lines)
+    int reason = 0;
+    uint64_t lines_removed = 0;
+  };
+  const size_t window = static_cast<size_t>(std::max(2, 2 * c.pool->size()));
+  RETURN_IF_ERROR(OrderedParallel<std::vector<Out>>(
+      c.pool.get(), mine.size(), window,
+      [&](size_t i) -> absl::StatusOr<std::vector<Out>> {
+        std::vector<Out> outs;
+        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
+          progress.Add(doc.input_bytes);
+          Out o;
+          o.doc = doc;
+          if (!doc.error.empty()) {
+            o.where = 2;
+            o.extra = "\"dedup\":{\"reason\":\"rejected\",\"error\":";
+            AppendJsonString(&o.extra, doc.error);
+            o.extra += "}";
+          } else if (auto it = std::lower_bound(removed.begin(), removed.end(), key,
+                                                [](const ClusterRecord& r, uint64_t k) { return r.doc < k; });
+                     it != removed.end() && it->doc == key) {
+            o.where = 1;
+            o.reason = static_cast<int>(it->kind);
+            o.extra = RemovedJson(*it, id_of(it->kept), id_of(it->duplicate_of));
+          } else if (!dup_lines.empty()) {
+            std::string text;
+            text.reserve(doc.text.size());
+            uint64_t dropped = 0;
+            ForEachLine(doc.text, [&](std::string_view line, bool newline) {
+              if (!IsBlank(line)) {
+                Hash128 h = Hash128Of(line);
+                if (std::binary_search(dup_lines.begin(), dup_lines.end(),
+                                       std::make_pair(h.high, h.low))) {
+                  ++dropped;
+                  return;
+                }
+              }
+              text.append(line);
+              if (newline) text.push_back('\n');
+            });
+            if (dropped > 0) {
+              o.lines_removed = dropped;
+              if (IsBlank(text)) {
+                o.where = 3;
+                o.extra = absl::StrCat("\"dedup\":{\"reason\":\"lines\",\"lines_removed\":",
+                                       dropped, "}");
+              } else {
+                o.doc.text = std::move(text);
+              }
+            }
+          }
+          outs.push_back(std::move(o));
+          return absl::OkStatus();
+        }));
+        return outs;
+      },
+      [&](size_t, std::vector<Out>&& outs) -> absl::Status {
+        for (Out& o : outs) {
+          ++stats[kDocsIn];
+          stats[kBytesIn] += o.doc.input_bytes;
+          stats[kInputBytes] += o.doc.input_bytes;
+          switch (o.where) {
+            case 0:
+              ++stats[kDocsOut];
+              stats[kBytesOut] += o.doc.text.size();
+              stats[kLinesRemoved] += o.lines_removed;
+              RETURN_IF_ERROR(kept_w->Append(o.doc));
+              break;
+            case 1:
+              ++stats[kDocsRemoved];
+              ++stats[o.reason == static_cast<int>(PairKind::kExact) ? kRemovedExact : kRemovedNear];
+              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              break;
+            case 2:
+              ++stats[kDocsRejected];
+              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              break;
+            default:
+              ++stats[kDocsRemoved];
+              ++stats[kRemovedLines];
+              stats[kLinesRemoved] += o.lines_removed;
+              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(kept_w->Finish().status());
+  RETURN_IF_ERROR(removed_w->Finish().status());
+  progress.Finish();
+  if (stats[kDocsIn] != stats[kDocsOut] + stats[kDocsRemoved] + stats[kDocsRejected]) {
+    return absl::InternalError("dedup filter: documents in != kept + removed + rejected");
+  }
+  return WriteStats(c, DedupStage::kFilter, std::move(stats), sw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// report
+
+void FillReportParams(const Ctx& c, DedupReport* r) {
+  r->num_perm = c.opt.num_perm;
+  r->bands = c.opt.near ? c.opt.bands : 0;
+  r->rows = c.opt.near ? c.opt.rows : 0;
+  r->threshold = c.opt.threshold;
+  r->simd_target = MinHasher::SimdTarget();
+}
+
+absl::StatusOr<DedupReport> RunReport(Ctx& c) {
+  DedupReport rep;
+  FillReportParams(c, &rep);
+  std::vector<uint64_t> sig_docs;
+  for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                        DedupStage::kMerge, DedupStage::kFilter}) {
+    ASSIGN_OR_RETURN(auto all, ReadStats(c, st));
+    StageTiming t;
+    t.stage = DedupStageName(st);
+    t.tasks = static_cast<int>(all.size());
+    std::vector<uint64_t> sum(kNumSlots, 0);
+    for (const auto& v : all) {
+      const double secs = static_cast<double>(v[kWallUs]) / 1e6;
+      t.seconds = std::max(t.seconds, secs);
+      t.cpu_seconds += secs;
+      t.input_bytes += v[kInputBytes];
+      t.peak_rss_bytes = std::max(t.peak_rss_bytes, v[kPeakRss]);
+      for (size_t i = 0; i < kNumSlots; ++i) sum[i] += v[i];
+    }
+    rep.peak_rss_bytes = std::max(rep.peak_rss_bytes, t.peak_rss_bytes);
+    rep.stages.push_back(t);
+    switch (st) {
+      case DedupStage::kSignatures:
+        sig_docs = sum;
+        break;
+      case DedupStage::kBuckets:
+        rep.duplicated_lines = sum[kDupLines];
+        break;
+      case DedupStage::kClusters:
+        rep.candidate_pairs = sum[kCandidatePairs];
+        rep.exact_pairs = sum[kExactPairs];
+        rep.verified_pairs = sum[kVerifiedPairs];
+        break;
+      case DedupStage::kMerge:
+        rep.clusters = sum[kClusters];
+        for (const auto& v : all) {
+          for (size_t i = kNumSlots; i + 1 < v.size(); i += 2) rep.cluster_sizes[v[i]] += v[i + 1];
+        }
+        break;
+      case DedupStage::kFilter:
+        rep.counts.docs_in = sum[kDocsIn];
+        rep.counts.docs_out = sum[kDocsOut];
+        rep.counts.docs_removed = sum[kDocsRemoved];
+        rep.counts.docs_rejected = sum[kDocsRejected];
+        rep.counts.bytes_in = sum[kBytesIn];
+        rep.counts.bytes_out = sum[kBytesOut];
+        rep.removed_exact = sum[kRemovedExact];
+        rep.removed_near = sum[kRemovedNear];
+        rep.removed_lines = sum[kRemovedLines];
+        rep.lines_removed = sum[kLinesRemoved];
+        break;
+      default:
+        break;
+    }
+  }
+  if (!rep.counts.Balanced()) {
+    return absl::InternalError(absl::StrCat(
+        "dedup: document count mismatch: in ", rep.counts.docs_in, " != kept ", rep.counts.docs_out,
+        " + removed ", rep.counts.docs_removed, " + rejected ", rep.counts.docs_rejected));
+  }
+  if (sig_docs[kDocsIn] != rep.counts.docs_in) {
+    return absl::InternalError(absl::StrCat("dedup: the signatures stage read ", sig_docs[kDocsIn],
+                                            " documents but the filter stage ", rep.counts.docs_in,
+                                            " (did the input change between stages?)"));
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(c.env, JoinPath(c.output_dir, "dedup_report.json"),
+                                  rep.ToJson() + "\n"));
+  return rep;
+}
+
+}  // namespace
+
+absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
+                                          const std::vector<std::string>& inputs,
+                                          const std::string& output_dir,
+                                          const DedupOptions& options, const RunOptions& run) {
+  if (!StageIsParallel(stage) && run.tasks != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("dedup stage '", DedupStageName(stage),
+                                                   "' runs as one task (--tasks 1), got --tasks ",
+                                                   run.tasks));
+  }
+  ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
+  RETURN_IF_ERROR(env->CreateDirs(c.work));
+  switch (stage) {
+    case DedupStage::kSignatures:
+      RETURN_IF_ERROR(RunSignatures(c));
+      break;
+    case DedupStage::kBuckets:
+      RETURN_IF_ERROR(RunBuckets(c));
+      break;
+    case DedupStage::kClusters:
+      RETURN_IF_ERROR(RunClusters(c));
+      break;
+    case DedupStage::kMerge:
+      RETURN_IF_ERROR(RunMerge(c));
+      break;
+    case DedupStage::kFilter:
+      RETURN_IF_ERROR(RunFilter(c));
+      break;
+    case DedupStage::kReport:
+      return RunReport(c);
+  }
+  DedupReport rep;
+  FillReportParams(c, &rep);
+  return rep;
+}
+
+absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& inputs,
+                                     const std::string& output_dir, const DedupOptions& options,
+                                     const RunOptions& run) {
+  if (run.tasks != 1 || run.task != 0) {
+    return absl::InvalidArgumentError(
+        "RunDedup runs the whole dedup on one machine; use RunDedupStage for --task/--tasks");
+  }
+  RETURN_IF_ERROR(options.Validate());
+  const std::string work =
+      options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
+  RETURN_IF_ERROR(env->RemoveAll(work));
+  DedupReport rep;
+  for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                        DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
+    ASSIGN_OR_RETURN(rep, RunDedupStage(env, st, inputs, output_dir, options, run));
+  }
+  if (!options.keep_work) RETURN_IF_ERROR(env->RemoveAll(work));
+  return rep;
+}
+
+}  // namespace grist::dedup

@@ -1,0 +1,151 @@
+// grist::dedup: exact (XXH3-128) and near-duplicate (MinHash LSH) deduplication at corpus scale.
+//
+// Single machine:  RunDedup(env, inputs, output_dir, options, run)
+// Slurm arrays:    RunDedupStage(stage, ...) for each stage in order, each as --task I --tasks N:
+//
+//   signatures  (N tasks) reads the task's input splits; writes per document its exact hash,
+//               MinHash signature and id, and (line dedup) its distinct line hashes
+//   buckets     (N tasks) each task takes a hash partition of the exact / band / line keys of every
+//               signatures output, sorts it externally within --memory-limit and writes the
+//               candidate pairs and the duplicated lines
+//   clusters    (N tasks) each task takes a hash partition of the candidate pairs and verifies them
+//               by true Jaccard (re-reading the documents involved), writing verified edges
+//   merge       (1 task)  union-find over all edges: the removed documents and their clusters
+//   filter      (N tasks) re-reads the task's splits, writes kept documents to output_dir/ and
+//               removed ones to output_dir/removed/ with reason, cluster, duplicate and similarity
+//   report      (1 task)  combines the tasks' counters, checks in == kept + removed (+ rejected),
+//               writes output_dir/dedup_report.json
+//
+// Each stage reads the previous stage's outputs from the work directory and refuses an incomplete
+// set, naming the missing task. Intermediate files carry a magic, version and checksum
+// (docs/formats/dedup.md) and are verified when read back.
+//
+// Determinism: documents are keyed by their position in the input (split index, ordinal), every
+// decision is a function of keys and hashes, and outputs are written in key order, so the kept and
+// removed documents are byte-identical for any thread count; for any task count the records are the
+// same and in the same order (split over per-task part files, see docs/dedup.md).
+//
+// Memory: bounded by --memory-limit in signatures / buckets / filter, whatever the corpus size.
+// The clusters stage holds the shingle sets of the documents in its slice of candidate pairs and the
+// merge stage one entry per document in a candidate pair; both scale with the duplicates, not the
+// corpus.
+#ifndef GRIST_DEDUP_DEDUP_H_
+#define GRIST_DEDUP_DEDUP_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/records.h"
+#include "common/stage.h"
+#include "dedup/minhash.h"
+
+namespace grist {
+
+class Config;
+class Env;
+
+namespace dedup {
+
+// How the text is normalized before the exact hash.
+enum class ExactNormalize {
+  kNone,        // the bytes as they are
+  kWhitespace,  // trim, collapse every run of ASCII whitespace to one space (default)
+  kLower,       // kWhitespace and ASCII lowercase
+};
+
+struct DedupOptions {
+  bool exact = true;  // remove exact duplicates (XXH3-128 of the normalized text)
+  ExactNormalize exact_normalize = ExactNormalize::kWhitespace;
+  bool near = true;  // remove near duplicates (MinHash LSH)
+  ShingleOptions shingle;
+  int num_perm = 112;
+  // bands * rows <= num_perm. 0 and 0: chosen from `threshold` by OptimalLshParams.
+  int bands = 14;
+  int rows = 8;
+  // Jaccard similarity at or above which a verified candidate pair is a duplicate.
+  double threshold = 0.8;
+  // Verify each candidate pair by its true Jaccard over the shingle sets. Off: every candidate
+  // pair is a duplicate, reported with its MinHash estimate.
+  bool verify = true;
+  uint64_t seed = 0x6772697374646470ull;
+  // Remove every line that occurs in more than one document (CS336's exact line dedup); a
+  // document left empty is removed with reason "lines".
+  bool line_dedup = false;
+  // Budget for the sort buffers and document batches of one task.
+  uint64_t memory_limit = 1ull << 30;
+  // Intermediate files; empty = output_dir/.dedup-work. Removed after a successful RunDedup
+  // unless keep_work.
+  std::string work_dir;
+  bool keep_work = false;
+  uint64_t split_bytes = 16ull << 20;
+  InputOptions input;
+  OutputOptions output;
+
+  // Reads "dedup.*": exact, exact_normalize ("none"|"whitespace"|"lower"), near, shingle
+  // ("word"|"char"), ngram, num_perm, bands, rows, threshold, verify, seed, line_dedup,
+  // memory_limit_mb, work_dir, keep_work, text_field, txt_mode. A threshold without bands/rows
+  // selects bands x rows automatically.
+  static absl::StatusOr<DedupOptions> FromConfig(const Config& config);
+  // InvalidArgument naming the bad option.
+  absl::Status Validate() const;
+  // bands/rows resolved (automatic choice applied).
+  DedupOptions Resolved() const;
+};
+
+struct StageTiming {
+  std::string stage;
+  int tasks = 1;
+  double seconds = 0;          // longest task
+  double cpu_seconds = 0;      // sum over tasks of their wall time
+  uint64_t input_bytes = 0;    // bytes the stage read (documents or intermediate records)
+  uint64_t peak_rss_bytes = 0; // highest over tasks
+};
+
+struct DedupReport {
+  DocCounts counts;
+  uint64_t removed_exact = 0;
+  uint64_t removed_near = 0;
+  uint64_t removed_lines = 0;  // documents left empty by line dedup
+  uint64_t lines_removed = 0;  // lines removed from kept documents
+  uint64_t clusters = 0;       // clusters of 2 or more documents
+  std::map<uint64_t, uint64_t> cluster_sizes;  // size -> number of clusters
+  uint64_t candidate_pairs = 0;  // distinct pairs from equal band hashes
+  uint64_t exact_pairs = 0;      // distinct pairs from equal exact hashes
+  uint64_t verified_pairs = 0;   // candidate pairs at or above the threshold (all when !verify)
+  uint64_t duplicated_lines = 0; // distinct lines found in more than one document
+  int bands = 0, rows = 0, num_perm = 0;
+  double threshold = 0;
+  std::vector<StageTiming> stages;
+  uint64_t peak_rss_bytes = 0;
+  std::string simd_target;
+  std::string ToJson() const;
+};
+
+absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& inputs,
+                                     const std::string& output_dir, const DedupOptions& options,
+                                     const RunOptions& run);
+
+enum class DedupStage { kSignatures, kBuckets, kClusters, kMerge, kFilter, kReport };
+absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name);
+const char* DedupStageName(DedupStage stage);
+// Whether a stage runs as many tasks (merge and report run as one).
+bool StageIsParallel(DedupStage stage);
+
+// Runs one stage as task run.task of run.tasks. Every task of a stage must be given the same
+// inputs, output_dir and options. Returns the report so far (complete after kReport).
+absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
+                                          const std::vector<std::string>& inputs,
+                                          const std::string& output_dir,
+                                          const DedupOptions& options, const RunOptions& run);
+
+// The exact-dedup normalization of `text` (see ExactNormalize).
+std::string NormalizeForExact(std::string_view text, ExactNormalize mode);
+
+}  // namespace dedup
+}  // namespace grist
+
+#endif  // GRIST_DEDUP_DEDUP_H_

@@ -1,0 +1,283 @@
+#include "dedup/internal/files.h"
+
+#include <cstdio>
+#include <map>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace grist::dedup::internal {
+namespace {
+
+constexpr size_t kBufferBytes = 1 << 20;
+
+void PutU32(std::string* s, uint32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
+void PutU64(std::string* s, uint64_t v) { s->append(reinterpret_cast<const char*>(&v), 8); }
+uint32_t GetU32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+FileWriter::FileWriter(Env* env, std::string path, std::unique_ptr<WritableFile> file)
+    : env_(env), path_(std::move(path)), file_(std::move(file)) {
+  tmp_path_ = file_->path();
+  buffer_.reserve(kBufferBytes);
+}
+
+FileWriter::~FileWriter() {
+  if (!finished_) {
+    (void)file_->Close();
+    (void)env_->RemoveFile(tmp_path_);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::string path,
+                                                             const FileHeader& header) {
+  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  ASSIGN_OR_RETURN(auto file, env->NewWritableFile(tmp));
+  std::unique_ptr<FileWriter> w(new FileWriter(env, std::move(path), std::move(file)));
+  std::string h(format::kMagic, sizeof(format::kMagic));
+  PutU32(&h, format::kVersion);
+  PutU32(&h, static_cast<uint32_t>(header.kind));
+  PutU32(&h, header.record_size);
+  PutU32(&h, header.aux);
+  PutU32(&h, header.task);
+  PutU32(&h, header.tasks);
+  PutU64(&h, header.fingerprint);
+  RETURN_IF_ERROR(w->Append(h.data(), h.size()));
+  return w;
+}
+
+absl::Status FileWriter::Append(const void* data, size_t size) {
+  hasher_.Update(data, size);
+  buffer_.append(static_cast<const char*>(data), size);
+  if (buffer_.size() >= kBufferBytes) return FlushBuffer();
+  return absl::OkStatus();
+}
+
+absl::Status FileWriter::FlushBuffer() {
+  if (buffer_.empty()) return absl::OkStatus();
+  absl::Status s = file_->Append(buffer_);
+  buffer_.clear();
+  return s;
+}
+
+absl::Status FileWriter::AddId(uint64_t key, std::string_view id) {
+  if (id.size() > format::kMaxIdBytes) id = id.substr(0, format::kMaxIdBytes);
+  std::string rec;
+  PutU64(&rec, key);
+  PutU32(&rec, static_cast<uint32_t>(id.size()));
+  rec.append(id);
+  ++records_;
+  return Append(rec.data(), rec.size());
+}
+
+absl::Status FileWriter::Finish() {
+  std::string f;
+  PutU64(&f, records_);
+  PutU64(&f, hasher_.Digest());
+  f.append(format::kFooterMagic, sizeof(format::kFooterMagic));
+  buffer_.append(f);
+  RETURN_IF_ERROR(FlushBuffer());
+  RETURN_IF_ERROR(file_->Sync());
+  RETURN_IF_ERROR(file_->Close());
+  RETURN_IF_ERROR(env_->RenameFile(tmp_path_, path_));
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<FileReader>> FileReader::Open(Env* env, const std::string& path,
+                                                             format::Kind kind,
+                                                             uint32_t record_size) {
+  std::unique_ptr<FileReader> r(new FileReader());
+  r->path_ = path;
+  ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(path));
+  auto corrupt = [&](std::string_view what) {
+    return absl::DataLossError(absl::StrCat(path, ": corrupt dedup intermediate file: ", std::string(what)));
+  };
+  if (size < format::kHeaderSize + format::kFooterSize) return corrupt("truncated");
+  ASSIGN_OR_RETURN(auto raf, env->NewRandomAccessFile(path));
+  char head[format::kHeaderSize];
+  char foot[format::kFooterSize];
+  ASSIGN_OR_RETURN(size_t n1, raf->ReadAt(0, head, sizeof(head)));
+  ASSIGN_OR_RETURN(size_t n2, raf->ReadAt(size - sizeof(foot), foot, sizeof(foot)));
+  if (n1 != sizeof(head) || n2 != sizeof(foot)) return corrupt("short read");
+  if (std::memcmp(head, format::kMagic, 8) != 0) return corrupt("bad magic");
+  if (std::memcmp(foot + 16, format::kFooterMagic, 8) != 0) {
+    return corrupt("bad footer (incomplete write?)");
+  }
+  if (GetU32(head + 8) != format::kVersion) {
+    return corrupt(absl::StrCat("unsupported version ", GetU32(head + 8)));
+  }
+  FileHeader& h = r->header_;
+  h.kind = static_cast<format::Kind>(GetU32(head + 12));
+  h.record_size = GetU32(head + 16);
+  h.aux = GetU32(head + 20);
+  h.task = GetU32(head + 24);
+  h.tasks = GetU32(head + 28);
+  h.fingerprint = GetU64(head + 32);
+  if (h.kind != kind) {
+    return corrupt(absl::StrCat("kind ", static_cast<uint32_t>(h.kind), ", expected ",
+                                static_cast<uint32_t>(kind)));
+  }
+  if (record_size != 0 && h.record_size != record_size) {
+    return corrupt(absl::StrCat("record size ", h.record_size, ", expected ", record_size));
+  }
+  r->records_ = GetU64(foot);
+  r->expected_hash_ = GetU64(foot + 8);
+  r->body_left_ = size - format::kHeaderSize - format::kFooterSize;
+  if (h.record_size != 0) {
+    if (r->records_ > r->body_left_ / h.record_size ||
+        r->records_ * h.record_size != r->body_left_) {
+      return corrupt("record count does not match the file size");
+    }
+  }
+  r->hasher_ = std::make_unique<Hasher64>();
+  r->hasher_->Update(head, sizeof(head));
+  ASSIGN_OR_RETURN(r->file_, env->NewSequentialFile(path));
+  // Skip the header in the sequential stream.
+  char skip[format::kHeaderSize];
+  size_t got = 0;
+  while (got < sizeof(skip)) {
+    ASSIGN_OR_RETURN(size_t n, r->file_->Read(skip + got, sizeof(skip) - got));
+    if (n == 0) return corrupt("truncated header");
+    got += n;
+  }
+  return r;
+}
+
+absl::Status FileReader::Fill(char* out, size_t n) {
+  if (n > body_left_) {
+    return absl::DataLossError(absl::StrCat(path_, ": corrupt dedup intermediate file: record "
+                                            "runs past the end"));
+  }
+  size_t done = 0;
+  while (done < n) {
+    if (buffer_pos_ == buffer_.size()) {
+      buffer_.resize(std::min<uint64_t>(kBufferBytes, body_left_ - done));
+      buffer_pos_ = 0;
+      size_t want = buffer_.size();
+      size_t got = 0;
+      while (got < want) {
+        ASSIGN_OR_RETURN(size_t k, file_->Read(buffer_.data() + got, want - got));
+        if (k == 0) break;
+        got += k;
+      }
+      if (got == 0) {
+        return absl::DataLossError(absl::StrCat(path_, ": unexpected end of file"));
+      }
+      buffer_.resize(got);
+    }
+    size_t take = std::min(n - done, buffer_.size() - buffer_pos_);
+    std::memcpy(out + done, buffer_.data() + buffer_pos_, take);
+    buffer_pos_ += take;
+    done += take;
+  }
+  body_left_ -= n;
+  hasher_->Update(out, n);
+  return absl::OkStatus();
+}
+
+absl::Status FileReader::FinishIfDone() {
+  if (checked_) return absl::OkStatus();
+  checked_ = true;
+  if (body_left_ != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": corrupt dedup intermediate file: trailing bytes"));
+  }
+  if (hasher_->Digest() != expected_hash_) {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": corrupt dedup intermediate file: checksum mismatch"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FileReader::Next(void* out) {
+  if (read_ >= records_) {
+    RETURN_IF_ERROR(FinishIfDone());
+    return false;
+  }
+  RETURN_IF_ERROR(Fill(static_cast<char*>(out), header_.record_size));
+  ++read_;
+  if (read_ == records_) RETURN_IF_ERROR(FinishIfDone());
+  return true;
+}
+
+absl::StatusOr<bool> FileReader::NextId(uint64_t* key, std::string* id) {
+  if (read_ >= records_) {
+    RETURN_IF_ERROR(FinishIfDone());
+    return false;
+  }
+  char h[12];
+  RETURN_IF_ERROR(Fill(h, sizeof(h)));
+  *key = GetU64(h);
+  uint32_t len = GetU32(h + 8);
+  if (len > format::kMaxIdBytes) {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": corrupt dedup intermediate file: id length ", len));
+  }
+  id->resize(len);
+  RETURN_IF_ERROR(Fill(id->data(), len));
+  ++read_;
+  if (read_ == records_) RETURN_IF_ERROR(FinishIfDone());
+  return true;
+}
+
+std::string TaskFileName(const std::string& stem, int task, int tasks) {
+  return absl::StrFormat("%s-%05d-of-%05d.bin", stem, task, tasks);
+}
+
+absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::string& dir,
+                                                       const std::string& stem,
+                                                       const std::string& producing_stage) {
+  std::vector<std::string> names;
+  if (env->IsDirectory(dir)) {
+    ASSIGN_OR_RETURN(names, env->ListDir(dir));
+  }
+  std::map<int, std::map<int, std::string>> by_tasks;  // tasks -> task -> name
+  for (const std::string& n : names) {
+    int task = -1, tasks = -1;
+    char tail[8] = {0};
+    std::string fmt = stem + "-%5d-of-%5d%4s";
+    if (n.size() != stem.size() + 1 + 5 + 4 + 5 + 4) continue;
+    if (std::sscanf(n.c_str(), fmt.c_str(), &task, &tasks, tail) != 3) continue;
+    if (std::string(tail) != ".bin" || tasks <= 0 || task < 0 || task >= tasks) continue;
+    by_tasks[tasks][task] = n;
+  }
+  if (by_tasks.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no ", stem, " files in ", dir, ": run the '", producing_stage, "' stage first"));
+  }
+  if (by_tasks.size() > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " holds ", stem, " files of runs with different --tasks (",
+                     by_tasks.begin()->first, " and ", by_tasks.rbegin()->first,
+                     "): remove the stale ones"));
+  }
+  const int tasks = by_tasks.begin()->first;
+  const auto& have = by_tasks.begin()->second;
+  std::vector<std::string> out;
+  for (int t = 0; t < tasks; ++t) {
+    auto it = have.find(t);
+    if (it == have.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "incomplete ", producing_stage, " outputs in ", dir, ": task ", t, " of ", tasks,
+          " is missing (", TaskFileName(stem, t, tasks), "); rerun '", producing_stage,
+          "' with --task ", t, " --tasks ", tasks));
+    }
+    out.push_back(JoinPath(dir, it->second));
+  }
+  return out;
+}
+
+}  // namespace grist::dedup::internal

@@ -1,0 +1,235 @@
+// Checked intermediate files (docs/formats/dedup.md) and an external sort in bounded memory.
+// Private to grist::dedup.
+#ifndef GRIST_DEDUP_INTERNAL_FILES_H_
+#define GRIST_DEDUP_INTERNAL_FILES_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <cstring>
+#include <memory>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "dedup/dedup_format.h"
+
+namespace grist::dedup::internal {
+
+struct FileHeader {
+  format::Kind kind = format::Kind::kStats;
+  uint32_t record_size = 0;  // 0 = variable length (kIds)
+  uint32_t aux = 0;
+  uint32_t task = 0;
+  uint32_t tasks = 1;
+  uint64_t fingerprint = 0;  // of the input plan and the options that shape this file
+};
+
+// Writes `path` under a temporary name; Finish() appends the footer, syncs, renames. A writer
+// destroyed without Finish() removes its temporary file. Not thread-safe.
+class FileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<FileWriter>> Open(Env* env, std::string path,
+                                                          const FileHeader& header);
+  ~FileWriter();
+  absl::Status Append(const void* data, size_t size);
+  template <typename T>
+  absl::Status Add(const T& record) {
+    ++records_;
+    return Append(&record, sizeof(T));
+  }
+  // One record of `size` bytes (the header's record_size).
+  absl::Status AddRecord(const void* data, size_t size) {
+    ++records_;
+    return Append(data, size);
+  }
+  absl::Status AddId(uint64_t key, std::string_view id);
+  absl::Status Finish();
+  uint64_t records() const { return records_; }
+
+ private:
+  FileWriter(Env* env, std::string path, std::unique_ptr<WritableFile> file);
+  absl::Status FlushBuffer();
+  Env* env_;
+  std::string path_, tmp_path_;
+  std::unique_ptr<WritableFile> file_;
+  Hasher64 hasher_;
+  std::string buffer_;
+  uint64_t records_ = 0;
+  bool finished_ = false;
+};
+
+// Reads a file written by FileWriter. Open() checks the header (magic, version, kind, record
+// size) and the footer (magic, record count consistent with the file size); the checksum of the
+// whole file is checked as the last record is read: Next() then returns DataLoss on a mismatch,
+// so a consumer sees every corruption before it finishes. Not thread-safe.
+class FileReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<FileReader>> Open(Env* env, const std::string& path,
+                                                          format::Kind kind,
+                                                          uint32_t record_size);
+  const FileHeader& header() const { return header_; }
+  uint64_t records() const { return records_; }
+  // Fixed-size records: copies the next record into `out` (record_size bytes). False at the end.
+  absl::StatusOr<bool> Next(void* out);
+  template <typename T>
+  absl::StatusOr<bool> Next(T* out) {
+    return Next(static_cast<void*>(out));
+  }
+  // Variable-length id records.
+  absl::StatusOr<bool> NextId(uint64_t* key, std::string* id);
+  // Reads every fixed-size record.
+  template <typename T>
+  static absl::StatusOr<std::vector<T>> ReadAll(Env* env, const std::string& path,
+                                                format::Kind kind) {
+    auto r = Open(env, path, kind, sizeof(T));
+    if (!r.ok()) return r.status();
+    std::vector<T> v((*r)->records());
+    for (auto& x : v) {
+      auto more = (*r)->Next(&x);
+      if (!more.ok()) return more.status();
+    }
+    auto end = (*r)->Next(nullptr);
+    if (!end.ok()) return end.status();
+    return v;
+  }
+
+ private:
+  FileReader() = default;
+  absl::Status Fill(char* out, size_t n);
+  absl::Status FinishIfDone();
+  std::string path_;
+  std::unique_ptr<SequentialFile> file_;
+  FileHeader header_;
+  uint64_t records_ = 0;
+  uint64_t read_ = 0;
+  uint64_t body_left_ = 0;
+  uint64_t expected_hash_ = 0;
+  std::unique_ptr<Hasher64> hasher_;
+  std::string buffer_;
+  size_t buffer_pos_ = 0;
+  bool checked_ = false;
+};
+
+// The file names of tasks 0..tasks-1 of a stage in `dir`: "<stem>-IIIII-of-NNNNN.bin".
+std::string TaskFileName(const std::string& stem, int task, int tasks);
+// Finds the outputs "<stem>-*-of-NNNNN.bin" in `dir`, checks that they agree on NNNNN and that every
+// task's file is there, and returns their paths in task order. An incomplete set is
+// FailedPrecondition naming the first missing task; none at all names the stage to run first.
+absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::string& dir,
+                                                       const std::string& stem,
+                                                       const std::string& producing_stage);
+
+// Sorts fixed-size records of type T (with operator<) within `memory_bytes`: records collect in a
+// buffer; a full buffer is sorted and spilled as a run file (format::Kind::kRun) in `dir`; Finish()
+// merges the runs. Each run is read back through FileReader, so a corrupted spill is an error.
+// Not thread-safe.
+template <typename T>
+class ExternalSorter {
+ public:
+  ExternalSorter(Env* env, std::string dir, std::string stem, uint64_t memory_bytes)
+      : env_(env), dir_(std::move(dir)), stem_(std::move(stem)) {
+    capacity_ = std::max<uint64_t>(1024, memory_bytes / sizeof(T));
+  }
+  ~ExternalSorter() {
+    for (const auto& p : runs_) (void)env_->RemoveFile(p);
+  }
+  absl::Status Add(const T& r) {
+    if (buffer_.size() >= capacity_) {
+      absl::Status s = Spill();
+      if (!s.ok()) return s;
+    }
+    buffer_.push_back(r);
+    ++total_;
+    return absl::OkStatus();
+  }
+  uint64_t total() const { return total_; }
+  size_t runs() const { return runs_.size(); }
+
+  // Calls emit(record) for every record in sorted order (equal records in any order).
+  template <typename Emit>
+  absl::Status Finish(Emit emit) {
+    std::sort(buffer_.begin(), buffer_.end());
+    if (runs_.empty()) {
+      for (const T& r : buffer_) {
+        absl::Status s = emit(r);
+        if (!s.ok()) return s;
+      }
+      buffer_.clear();
+      buffer_.shrink_to_fit();
+      return absl::OkStatus();
+    }
+    if (!buffer_.empty()) {
+      absl::Status s = Spill();
+      if (!s.ok()) return s;
+    }
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    std::vector<std::unique_ptr<FileReader>> readers;
+    struct Head {
+      T rec;
+      size_t run;
+      bool operator>(const Head& o) const {
+        if (o.rec < rec) return true;
+        if (rec < o.rec) return false;
+        return run > o.run;
+      }
+    };
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      auto r = FileReader::Open(env_, runs_[i], format::Kind::kRun, sizeof(T));
+      if (!r.ok()) return r.status();
+      readers.push_back(std::move(*r));
+      Head h{T{}, i};
+      auto more = readers[i]->Next(&h.rec);
+      if (!more.ok()) return more.status();
+      if (*more) heap.push(h);
+    }
+    while (!heap.empty()) {
+      Head h = heap.top();
+      heap.pop();
+      absl::Status s = emit(h.rec);
+      if (!s.ok()) return s;
+      auto more = readers[h.run]->Next(&h.rec);
+      if (!more.ok()) return more.status();
+      if (*more) heap.push(h);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Spill() {
+    std::sort(buffer_.begin(), buffer_.end());
+    std::string path = JoinPath(dir_, stem_ + "-run-" + std::to_string(runs_.size()) + ".bin");
+    FileHeader h;
+    h.kind = format::Kind::kRun;
+    h.record_size = sizeof(T);
+    auto w = FileWriter::Open(env_, path, h);
+    if (!w.ok()) return w.status();
+    for (const T& r : buffer_) {
+      absl::Status s = (*w)->Add(r);
+      if (!s.ok()) return s;
+    }
+    absl::Status s = (*w)->Finish();
+    if (!s.ok()) return s;
+    runs_.push_back(path);
+    buffer_.clear();
+    return absl::OkStatus();
+  }
+
+  Env* env_;
+  std::string dir_, stem_;
+  uint64_t capacity_;
+  uint64_t total_ = 0;
+  std::vector<T> buffer_;
+  std::vector<std::string> runs_;
+};
+
+}  // namespace grist::dedup::internal
+
+#endif  // GRIST_DEDUP_INTERNAL_FILES_H_

@@ -1,0 +1,19 @@
+// The SIMD MinHash kernel (Highway, dynamic dispatch). Private to grist::dedup.
+#ifndef GRIST_DEDUP_INTERNAL_MINHASH_KERNEL_H_
+#define GRIST_DEDUP_INTERNAL_MINHASH_KERNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace grist::dedup::internal {
+
+// sig[p] = min_i (a[p] * hashes[i] + b[p]) mod 2^64 for p < num_perm (a multiple of 8);
+// UINT64_MAX everywhere when n == 0.
+void MinHashKernel(const uint64_t* hashes, size_t n, const uint64_t* a, const uint64_t* b,
+                   size_t num_perm, uint64_t* sig);
+std::string MinHashKernelTarget();
+
+}  // namespace grist::dedup::internal
+
+#endif  // GRIST_DEDUP_INTERNAL_MINHASH_KERNEL_H_

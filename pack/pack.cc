@@ -1,0 +1,175 @@
+#include "pack/pack.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/json_writer.h"
+#include "common/status_macros.h"
+#include "shard/shard_format.h"
+
+namespace grist::pack {
+
+using shard::SegmentWord;
+
+absl::StatusOr<PackOptions> PackOptions::FromConfig(const Config& c) {
+  PackOptions o;
+  ASSIGN_OR_RETURN(o.seq_len, c.RequireInt("pack.seq_len"));
+  ASSIGN_OR_RETURN(o.strategy, c.GetString("pack.strategy", o.strategy));
+  ASSIGN_OR_RETURN(int64_t w, c.GetInt("pack.bestfit_window_tokens",
+                                       static_cast<int64_t>(o.bestfit_window_tokens)));
+  if (w <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(), ": key 'pack.bestfit_window_tokens': must be positive"));
+  }
+  o.bestfit_window_tokens = static_cast<uint64_t>(w);
+  absl::Status s = o.Validate();
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", c.source(), ": ", std::string(s.message())));
+  }
+  return o;
+}
+
+absl::Status PackOptions::Validate() const {
+  if (seq_len <= 0 || seq_len >= static_cast<int64_t>(shard::kMaxSampleTokens)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key 'pack.seq_len': must be a positive integer below ", shard::kMaxSampleTokens, ", got ",
+        seq_len));
+  }
+  if (strategy != "concat" && strategy != "bestfit") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key 'pack.strategy': expected concat or bestfit, got '", strategy, "'"));
+  }
+  if (pad_id < 0) return absl::InvalidArgumentError("pad id must be >= 0");
+  return absl::OkStatus();
+}
+
+std::string PackStats::ToJson() const {
+  JsonWriter w(0);
+  w.BeginObject();
+  w.Field("documents", documents).Field("empty_documents", empty_documents);
+  w.Field("tokens_in", tokens_in).Field("tokens_out", tokens_out).Field("samples", samples);
+  w.Field("padding_tokens", padding_tokens).Field("padding_fraction", padding_fraction());
+  w.Field("documents_split", documents_split).Field("truncated_documents", truncated_documents);
+  w.EndObject();
+  return w.Take();
+}
+
+void PackStats::Merge(const PackStats& o) {
+  documents += o.documents;
+  tokens_in += o.tokens_in;
+  tokens_out += o.tokens_out;
+  samples += o.samples;
+  padding_tokens += o.padding_tokens;
+  documents_split += o.documents_split;
+  truncated_documents += o.truncated_documents;
+  empty_documents += o.empty_documents;
+  sample_tokens_ = o.sample_tokens_;
+}
+
+Packer::Packer(PackOptions options, Sink sink)
+    : o_(std::move(options)), sink_(std::move(sink)), st_(o_.sample_tokens()) {
+  stats_.sample_tokens_ = st_;
+}
+
+absl::Status Packer::Emit(PackedSample& s) {
+  uint64_t used = s.tokens.size();
+  if (used < st_) {
+    s.padding = st_ - used;
+    s.tokens.resize(st_, o_.pad_id);
+    s.segments.push_back(SegmentWord(static_cast<uint32_t>(st_ - used), true));
+  }
+  stats_.samples++;
+  stats_.padding_tokens += s.padding;
+  stats_.tokens_out += st_ - s.padding;
+  return sink_(s);
+}
+
+absl::Status Packer::Add(std::span<const int32_t> doc) {
+  stats_.documents++;
+  stats_.tokens_in += doc.size();
+  if (doc.empty()) {
+    stats_.empty_documents++;
+    return absl::OkStatus();
+  }
+  if (o_.strategy == "concat") {
+    bool split = false;
+    size_t off = 0;
+    while (off < doc.size()) {
+      size_t room = st_ - cur_.tokens.size();
+      size_t n = std::min(room, doc.size() - off);
+      cur_.tokens.insert(cur_.tokens.end(), doc.begin() + off, doc.begin() + off + n);
+      cur_.segments.push_back(SegmentWord(static_cast<uint32_t>(n), false));
+      off += n;
+      if (cur_.tokens.size() == st_) {
+        RETURN_IF_ERROR(Emit(cur_));
+        cur_ = PackedSample();
+        if (off < doc.size()) split = true;
+      }
+    }
+    if (split) stats_.documents_split++;
+    return absl::OkStatus();
+  }
+  // bestfit: full samples of a long document go out at once; the remainder joins the window.
+  size_t off = 0;
+  bool split = doc.size() > st_;
+  while (doc.size() - off >= st_ && doc.size() - off > 0) {
+    PackedSample s;
+    s.tokens.assign(doc.begin() + off, doc.begin() + off + st_);
+    s.segments.push_back(SegmentWord(st_, false));
+    RETURN_IF_ERROR(Emit(s));
+    off += st_;
+    if (off == doc.size()) break;
+  }
+  if (split) stats_.documents_split++;
+  if (off < doc.size()) {
+    window_.emplace_back(doc.begin() + off, doc.end());
+    window_tokens_ += doc.size() - off;
+    if (window_tokens_ >= o_.bestfit_window_tokens) RETURN_IF_ERROR(FlushWindow());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Packer::FlushWindow() {
+  std::vector<size_t> order(window_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return window_[a].size() > window_[b].size(); });
+  std::vector<PackedSample> bins;
+  std::multimap<uint32_t, size_t> room;  // remaining room -> bin; equal keys in creation order
+  for (size_t i : order) {
+    const auto& d = window_[i];
+    uint32_t len = static_cast<uint32_t>(d.size());
+    auto it = room.lower_bound(len);
+    size_t b;
+    if (it == room.end()) {
+      b = bins.size();
+      bins.emplace_back();
+    } else {
+      b = it->second;
+      room.erase(it);
+    }
+    PackedSample& s = bins[b];
+    s.tokens.insert(s.tokens.end(), d.begin(), d.end());
+    s.segments.push_back(SegmentWord(len, false));
+    uint32_t left = st_ - static_cast<uint32_t>(s.tokens.size());
+    if (left > 0) room.emplace(left, b);
+  }
+  for (PackedSample& s : bins) RETURN_IF_ERROR(Emit(s));
+  window_.clear();
+  window_tokens_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Packer::Finish() {
+  if (o_.strategy == "concat") {
+    if (!cur_.tokens.empty()) RETURN_IF_ERROR(Emit(cur_));
+    cur_ = PackedSample();
+    return absl::OkStatus();
+  }
+  return FlushWindow();
+}
+
+}  // namespace grist::pack

@@ -1,0 +1,101 @@
+// Packing tokenized documents into training samples of exactly seq_len + 1 tokens.
+//
+// Strategies:
+//   concat   concatenate documents in order and cut every sample_tokens tokens (Megatron's
+//            concatenate-and-chunk; the EOS that tokenize appends separates documents). A document
+//            that crosses a cut continues at the start of the next sample ("documents_split"). The
+//            final partial sample is padded, so no token is lost.
+//   bestfit  best-fit-decreasing bin packing (Ding et al. 2024, "Fewer Truncations Improve
+//            Language Modeling"): a document longer than sample_tokens is split into full samples
+//            plus a remainder; the remainders and short documents of a window of documents are
+//            sorted by length (longest first, ties in input order) and each goes into the open
+//            sample with the least room that still fits it, else into a new sample; samples are
+//            padded at the end and emitted in creation order. The window (`bestfit_window_tokens`)
+//            bounds memory; it is the unit the algorithm sees, so the result depends on it but not
+//            on threads or tasks.
+//
+// Each sample comes with its segments (shard/shard_format.h words): document pieces in order, then
+// at most one padding segment; padding positions hold `pad_id`.
+//
+// Thread safety: none; one Packer per output stream.
+#ifndef GRIST_PACK_PACK_H_
+#define GRIST_PACK_PACK_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace grist {
+class Config;
+}
+
+namespace grist::pack {
+
+struct PackOptions {
+  int64_t seq_len = 2048;
+  std::string strategy = "bestfit";  // "concat" | "bestfit"
+  int32_t pad_id = 0;
+  uint64_t bestfit_window_tokens = 16ull << 20;
+  // Reads "pack.seq_len" (required; > 0), "pack.strategy", "pack.bestfit_window_tokens". pad_id is
+  // set by the caller from the tokenizer.
+  static absl::StatusOr<PackOptions> FromConfig(const Config& config);
+  absl::Status Validate() const;
+  uint32_t sample_tokens() const { return static_cast<uint32_t>(seq_len + 1); }
+};
+
+struct PackedSample {
+  std::vector<int32_t> tokens;     // sample_tokens ids
+  std::vector<uint32_t> segments;  // segment words
+  uint64_t padding = 0;
+};
+
+struct PackStats {
+  uint64_t documents = 0;
+  uint64_t tokens_in = 0;
+  uint64_t tokens_out = 0;        // document tokens in samples (= tokens_in: nothing is dropped)
+  uint64_t samples = 0;
+  uint64_t padding_tokens = 0;
+  uint64_t documents_split = 0;   // documents whose tokens span more than one sample
+  uint64_t truncated_documents = 0;  // documents that lost tokens (always 0: both strategies pad)
+  uint64_t empty_documents = 0;   // zero-token documents (nothing to pack)
+  double padding_fraction() const {
+    return samples == 0 ? 0.0 : static_cast<double>(padding_tokens) /
+                                    static_cast<double>(samples * sample_tokens_);
+  }
+  uint64_t sample_tokens_ = 0;
+  std::string ToJson() const;
+  void Merge(const PackStats& o);
+};
+
+class Packer {
+ public:
+  using Sink = std::function<absl::Status(const PackedSample&)>;
+  // Options must Validate().
+  Packer(PackOptions options, Sink sink);
+  absl::Status Add(std::span<const int32_t> document);
+  // Emits what is buffered (the last partial sample, the last bestfit window).
+  absl::Status Finish();
+  const PackStats& stats() const { return stats_; }
+
+ private:
+  absl::Status Emit(PackedSample& s);
+  absl::Status FlushWindow();
+  PackOptions o_;
+  Sink sink_;
+  PackStats stats_;
+  uint32_t st_;
+  // concat
+  PackedSample cur_;
+  // bestfit
+  std::vector<std::vector<int32_t>> window_;
+  uint64_t window_tokens_ = 0;
+};
+
+}  // namespace grist::pack
+
+#endif  // GRIST_PACK_PACK_H_

@@ -1,0 +1,562 @@
+#include <simdjson.h>
+
+#include <algorithm>
+
+#include <cstdio>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
+#include "common/progress.h"
+#include "common/records.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/version.h"
+#include "pack/pack.h"
+#include "release/release.h"
+#include "shard/manifest.h"
+#include "shard/shard_format.h"
+#include "shard/split_writer.h"
+#include "tokenize/encode.h"
+#include "tokenize/indexed_dataset.h"
+#include "tokenize/tokenizer.h"
+
+namespace grist::release {
+namespace {
+
+struct BuildConfig {
+  Config config;
+  std::string release_version;
+  uint64_t seed = 0;
+  std::vector<std::string> inputs;
+  bool clean_enabled = false;
+  std::string dedup_mode = "none";
+  std::string tokenizer_model;  // pretrained model path; empty = train
+  tokenize::TrainOptions train;
+  tokenize::EncodeStageOptions encode;
+  pack::PackOptions pack;
+  double validation_fraction = 0.01;
+  uint64_t shard_max_bytes = 256ull << 20;
+  std::string canonical_json;
+  Hash128 hash;
+};
+
+absl::Status KeyError(const Config& c, std::string_view key, std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config ", c.source(), ": key '", std::string(key), "': ", std::string(what)));
+}
+
+absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
+  BuildConfig b;
+  ASSIGN_OR_RETURN(b.config, Config::FromFile(env, path));
+  const Config& c = b.config;
+  ASSIGN_OR_RETURN(b.release_version, c.RequireString("release.version"));
+  ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
+  if (seed < 0) return KeyError(c, "seed", "must be >= 0");
+  b.seed = static_cast<uint64_t>(seed);
+  ASSIGN_OR_RETURN(b.inputs, c.RequireStringList("inputs.paths"));
+  if (b.inputs.empty()) return KeyError(c, "inputs.paths", "must name at least one input");
+  ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", false));
+  if (b.clean_enabled) {
+    return KeyError(c, "clean.enabled",
+                    "the clean stage is not part of this grist build yet; set it to false");
+  }
+  ASSIGN_OR_RETURN(b.dedup_mode, c.GetString("dedup.mode", "none"));
+  if (b.dedup_mode != "none") {
+    return KeyError(c, "dedup.mode",
+                    absl::StrCat("'", b.dedup_mode,
+                                 "' is not available in this grist build yet; use \"none\""));
+  }
+  ASSIGN_OR_RETURN(b.tokenizer_model, c.GetString("tokenizer.model", ""));
+  if (b.tokenizer_model.empty()) {
+    ASSIGN_OR_RETURN(b.train, tokenize::TrainOptions::FromConfig(c));
+  }
+  ASSIGN_OR_RETURN(b.encode, tokenize::EncodeStageOptions::FromConfig(c));
+  ASSIGN_OR_RETURN(b.pack, pack::PackOptions::FromConfig(c));
+  ASSIGN_OR_RETURN(b.validation_fraction, c.GetDouble("split.validation_fraction", 0.01));
+  if (!(b.validation_fraction >= 0 && b.validation_fraction < 1)) {
+    return KeyError(c, "split.validation_fraction", "must be in [0, 1)");
+  }
+  ASSIGN_OR_RETURN(int64_t smb, c.GetInt("shard.max_bytes", 256ll << 20));
+  if (smb <= 0) return KeyError(c, "shard.max_bytes", "must be positive");
+  b.shard_max_bytes = static_cast<uint64_t>(smb);
+  std::vector<std::string> unused = c.UnusedKeys();
+  if (!unused.empty()) {
+    return KeyError(c, unused.front(), "unknown key (misspelled?)");
+  }
+  b.canonical_json = c.ResolvedJson(0);
+  b.hash = Hash128Of(b.canonical_json);
+  return b;
+}
+
+// ---- Stage completion records ----
+
+struct StageRecord {
+  StageSummary summary;
+  std::string report_json = "{}";
+};
+
+std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
+  JsonWriter w(2);
+  const StageSummary& s = r.summary;
+  w.BeginObject();
+  w.Field("config_xxh3_128", config_hash.ToHex()).Field("stage", s.name);
+  w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
+  w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
+  w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
+  w.Field("seconds", s.seconds).Field("note", s.note).Field("report", r.report_json);
+  w.EndObject();
+  return w.Take();
+}
+
+// The stage's record when it completed under this config; nullopt otherwise.
+std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash) {
+  auto text = ReadFileToString(env, path);
+  if (!text.ok()) return std::nullopt;
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(*text);
+  if (p.parse(ps).get(e) != simdjson::SUCCESS) return std::nullopt;
+  std::string_view h;
+  if (e["config_xxh3_128"].get(h) != simdjson::SUCCESS || h != hash.ToHex()) return std::nullopt;
+  StageRecord r;
+  StageSummary& s = r.summary;
+  std::string_view sv;
+  if (e["stage"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  s.name = std::string(sv);
+  for (auto [k, dst] : {std::pair{"docs_in", &s.docs_in}, std::pair{"docs_out", &s.docs_out},
+                        std::pair{"docs_rejected", &s.docs_rejected},
+                        std::pair{"docs_removed", &s.docs_removed},
+                        std::pair{"bytes_in", &s.bytes_in}, std::pair{"tokens", &s.tokens},
+                        std::pair{"samples", &s.samples}}) {
+    if (e[k].get(*dst) != simdjson::SUCCESS) return std::nullopt;
+  }
+  if (e["seconds"].get(s.seconds) != simdjson::SUCCESS) return std::nullopt;
+  if (e["note"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  s.note = std::string(sv);
+  if (e["report"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  r.report_json = std::string(sv);
+  s.resumed = true;
+  return r;
+}
+
+// Sums the per-task encode reports (tokens-TTTTT-of-NNNNN.json beside each part) into the report
+// one task over all inputs would have written: counts add up, the longest document is the maximum.
+absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
+                                                          const std::vector<std::string>& parts) {
+  tokenize::EncodeReport all;
+  for (const std::string& prefix : parts) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, prefix + ".json"));
+    simdjson::dom::parser p;
+    simdjson::dom::element e;
+    simdjson::padded_string ps(text);
+    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
+      return absl::DataLossError(absl::StrCat(prefix, ".json: not a valid encode report"));
+    }
+    uint64_t v[9];
+    const char* keys[9] = {"docs_in", "docs_out", "docs_rejected", "docs_removed", "bytes_in",
+                           "tokens", "rejected_malformed", "rejected_empty", "max_document_tokens"};
+    for (int i = 0; i < 9; ++i) {
+      if (e[keys[i]].get(v[i]) != simdjson::SUCCESS) {
+        return absl::DataLossError(absl::StrCat(prefix, ".json: no '", keys[i], "'"));
+      }
+    }
+    all.counts.docs_in += v[0];
+    all.counts.docs_out += v[1];
+    all.counts.docs_rejected += v[2];
+    all.counts.docs_removed += v[3];
+    all.counts.bytes_in += v[4];
+    all.tokens += v[5];
+    all.rejected_malformed += v[6];
+    all.rejected_empty += v[7];
+    all.max_document_tokens = std::max(all.max_document_tokens, v[8]);
+  }
+  return all;
+}
+
+std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+std::string BuildReport::Table() const {
+  std::string out =
+      "| stage | docs in | docs out | rejected | removed | tokens | samples | seconds | MB/s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const StageSummary& s : stages) {
+    std::string secs = s.resumed ? absl::StrFormat("%.2f (earlier run)", s.seconds)
+                                 : absl::StrFormat("%.2f", s.seconds);
+    std::string mbs = s.seconds > 0 && s.bytes_in > 0
+                          ? absl::StrFormat("%.1f", s.bytes_in / s.seconds / 1e6)
+                          : std::string("-");
+    out += absl::StrFormat("| %s%s | %d | %d | %d | %d | %d | %d | %s | %s |\n", s.name,
+                           s.note.empty() ? "" : " (" + s.note + ")", s.docs_in, s.docs_out,
+                           s.docs_rejected, s.docs_removed, s.tokens, s.samples, secs, mbs);
+  }
+  out += absl::StrFormat("\nrelease %s in %s, total %.2f s, peak RSS %.0f MiB\n", release_id,
+                         output_dir, seconds, peak_rss_bytes / 1048576.0);
+  return out;
+}
+
+std::string BuildReport::ToJson() const {
+  JsonWriter w(2);
+  w.BeginObject();
+  w.Field("output_dir", output_dir).Field("release_id", release_id);
+  w.Field("seconds", seconds).Field("peak_rss_bytes", peak_rss_bytes);
+  w.Field("host", HostName()).Field("date", Now()).Field("cpu", CpuModel());
+  w.Key("stages").BeginArray();
+  for (const StageSummary& s : stages) {
+    w.BeginObject().Field("name", s.name).Field("note", s.note).Field("resumed", s.resumed);
+    w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
+    w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
+    w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
+    w.Field("seconds", s.seconds);
+    w.Field("mb_per_s", s.seconds > 0 ? s.bytes_in / s.seconds / 1e6 : 0.0);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.Take();
+}
+
+const std::vector<std::string>& BuildStages() {
+  static const auto* stages =
+      new std::vector<std::string>{"tokenizer", "tokenize", "tokenize-merge", "pack"};
+  return *stages;
+}
+
+absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
+  Stopwatch total;
+  if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  const std::string& stage = opts.stage;
+  const bool staged = !stage.empty();
+  if (staged && std::find(BuildStages().begin(), BuildStages().end(), stage) == BuildStages().end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage,
+                                                   ": unknown; stages are tokenizer, tokenize, "
+                                                   "tokenize-merge, pack"));
+  }
+  if (staged && stage != "tokenize" && opts.run.tasks != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stage ", stage, " runs once; only --stage tokenize takes --task/--tasks"));
+  }
+  if (staged && opts.restart) {
+    return absl::InvalidArgumentError("--restart rebuilds every stage; it cannot go with --stage");
+  }
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  const std::string work = opts.output_dir + ".work";
+  const std::string stages_dir = JoinPath(work, "stages");
+  // A work folder from another config (or --restart) is discarded.
+  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
+  if (env->IsDirectory(stages_dir)) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
+    for (const std::string& n : names) {
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
+          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
+        if (staged) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              work, " was made with another config; remove it before a staged build"));
+        }
+        if (opts.run.progress) {
+          std::fprintf(stderr, "build: %s was made with another config; starting over\n",
+                       work.c_str());
+        }
+        RETURN_IF_ERROR(env->RemoveAll(work));
+        break;
+      }
+    }
+  }
+  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+  BuildReport report;
+  report.output_dir = opts.output_dir;
+
+  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
+  auto complete = [&](const StageRecord& r) -> absl::Status {
+    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
+  };
+
+  // clean and dedup: not part of this build yet (config switches are checked above).
+  StageSummary clean{.name = "clean"};
+  clean.note = "disabled";
+  StageSummary dedup{.name = "dedup"};
+  dedup.note = "none";
+
+  // Manifest inputs: every input file with its size and XXH3-128 (not needed by encode tasks).
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    if (stage == "tokenize" || stage == "tokenize-merge") {
+      inputs.push_back({f.path, f.size, Hash128{}});
+      continue;
+    }
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  auto needs = [&](const std::string& before, const std::string& run_first) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--stage ", stage, ": stage ", before, " has not completed under this config (no ",
+        JoinPath(stages_dir, before + ".json"), "); run --stage ", run_first, " first"));
+  };
+  uint64_t input_bytes = 0;
+  for (const auto& f : inputs) input_bytes += f.bytes;
+
+  // ---- tokenizer ----
+  const std::string model_path = JoinPath(work, "tokenizer.model");
+  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
+  if (!tok_rec && staged && stage != "tokenizer") return needs("tokenizer", "tokenizer");
+  if (!tok_rec) {
+    Stopwatch sw;
+    StageRecord r;
+    r.summary.name = "tokenizer";
+    if (!bc.tokenizer_model.empty()) {
+      auto bytes = ReadFileToString(env, bc.tokenizer_model);
+      if (!bytes.ok()) {
+        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
+      }
+      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
+      if (!t.ok()) return t.status();
+      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
+      r.summary.note = "pretrained";
+      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
+    } else {
+      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, bc.inputs, model_path, bc.train,
+                                                         opts.run.progress));
+      r.summary.docs_in = tr.documents;
+      r.summary.docs_out = tr.documents - tr.documents_rejected;
+      r.summary.docs_rejected = tr.documents_rejected;
+      r.summary.bytes_in = input_bytes;
+      r.summary.note = "trained";
+      r.report_json = tr.ToJson();
+    }
+    r.summary.seconds = sw.Seconds();
+    RETURN_IF_ERROR(complete(r));
+    tok_rec = r;
+  }
+  if (stage == "tokenizer") {
+    report.stages = {tok_rec->summary};
+    report.seconds = total.Seconds();
+    report.peak_rss_bytes = PeakRssBytes();
+    return report;
+  }
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
+
+  // ---- tokenize ----
+  const std::string tokens_dir = JoinPath(work, "tokens");
+  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
+  if (stage == "tokenize") {
+    // One task of many: its part goes beside the others'; tokenize-merge completes the stage.
+    if (enc_rec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--stage tokenize: the stage is already complete (", record_path("tokenize"), ")"));
+    }
+    tokenize::EncodeStageOptions eo = bc.encode;
+    eo.model_path = model_path;
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, bc.inputs, tokens_dir, eo, opts.run));
+    StageSummary s{.name = "tokenize"};
+    s.docs_in = er.counts.docs_in;
+    s.docs_out = er.counts.docs_out;
+    s.docs_rejected = er.counts.docs_rejected;
+    s.bytes_in = er.counts.bytes_in;
+    s.tokens = er.tokens;
+    s.seconds = er.seconds;
+    s.note = absl::StrCat("task ", opts.run.task, " of ", opts.run.tasks);
+    report.stages = {tok_rec->summary, s};
+    report.seconds = total.Seconds();
+    report.peak_rss_bytes = PeakRssBytes();
+    return report;
+  }
+  if (!enc_rec && stage == "tokenize-merge") {
+    Stopwatch sw;
+    ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
+    ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
+    StageRecord r;
+    r.summary.name = "tokenize";
+    r.summary.docs_in = er.counts.docs_in;
+    r.summary.docs_out = er.counts.docs_out;
+    r.summary.docs_rejected = er.counts.docs_rejected;
+    r.summary.bytes_in = er.counts.bytes_in;
+    r.summary.tokens = er.tokens;
+    r.summary.seconds = sw.Seconds();
+    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s)");
+    r.report_json = er.ToJson();
+    RETURN_IF_ERROR(complete(r));
+    enc_rec = r;
+  }
+  if (stage == "tokenize-merge") {
+    report.stages = {tok_rec->summary, enc_rec->summary};
+    report.seconds = total.Seconds();
+    report.peak_rss_bytes = PeakRssBytes();
+    return report;
+  }
+  if (!enc_rec && staged) return needs("tokenize", "tokenize (every task) and tokenize-merge");
+  if (!enc_rec) {
+    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
+    tokenize::EncodeStageOptions eo = bc.encode;
+    eo.model_path = model_path;
+    RunOptions run = opts.run;
+    run.task = 0;
+    run.tasks = 1;
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, bc.inputs, tokens_dir, eo, run));
+    StageRecord r;
+    r.summary.name = "tokenize";
+    r.summary.docs_in = er.counts.docs_in;
+    r.summary.docs_out = er.counts.docs_out;
+    r.summary.docs_rejected = er.counts.docs_rejected;
+    r.summary.bytes_in = er.counts.bytes_in;
+    r.summary.tokens = er.tokens;
+    r.summary.seconds = er.seconds;
+    r.report_json = er.ToJson();
+    RETURN_IF_ERROR(complete(r));
+    enc_rec = r;
+  }
+
+  // ---- pack + shard (one stage: its output is the release itself) ----
+  Stopwatch pack_sw;
+  if (env->IsDirectory(opts.output_dir)) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(opts.output_dir));
+    bool ours = names.empty() || env->FileExists(JoinPath(opts.output_dir, "shards")) ||
+                env->FileExists(JoinPath(opts.output_dir, std::string(shard::kManifestName)));
+    if (!ours) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          opts.output_dir, ": exists and is not a release; refusing to overwrite it"));
+    }
+  }
+  RETURN_IF_ERROR(env->RemoveAll(opts.output_dir));
+  RETURN_IF_ERROR(env->CreateDirs(JoinPath(opts.output_dir, std::string(shard::kShardsDir))));
+  pack::PackOptions po = bc.pack;
+  po.pad_id = tok->pad_id() >= 0 ? tok->pad_id() : (tok->eos_id() >= 0 ? tok->eos_id() : 0);
+  const shard::TokenDtype dtype = shard::DtypeForVocab(static_cast<uint64_t>(tok->vocab_size()));
+  const uint32_t st = po.sample_tokens();
+  struct SplitState {
+    std::string name;
+    std::unique_ptr<shard::SplitWriter> writer;
+    std::unique_ptr<pack::Packer> packer;
+    uint64_t documents = 0;
+  };
+  SplitState splits[2];
+  for (int i = 0; i < 2; ++i) {
+    SplitState& s = splits[i];
+    s.name = std::string(i == 0 ? shard::kTrainSplit : shard::kValidationSplit);
+    s.writer = std::make_unique<shard::SplitWriter>(env, opts.output_dir, s.name, st, dtype,
+                                                    bc.shard_max_bytes);
+    shard::SplitWriter* w = s.writer.get();
+    s.packer = std::make_unique<pack::Packer>(po, [w](const pack::PackedSample& p) {
+      return w->Append(p.tokens, p.segments);
+    });
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
+  {
+    Progress prog("pack", enc_rec->summary.tokens, Progress::Unit::kCount, !opts.run.progress);
+    std::vector<int32_t> doc;
+    for (const std::string& part : parts) {
+      ASSIGN_OR_RETURN(auto reader, tokenize::IndexedDatasetReader::Open(env, part));
+      for (uint64_t i = 0; i < reader->sequences(); ++i) {
+        doc.clear();
+        reader->Read(i, &doc);
+        uint64_t h = Hash64(doc.data(), doc.size() * sizeof(int32_t), bc.seed);
+        double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+        SplitState& s = splits[u < bc.validation_fraction ? 1 : 0];
+        ++s.documents;
+        RETURN_IF_ERROR(s.packer->Add(doc));
+        prog.Add(doc.size());
+      }
+    }
+    prog.Finish();
+  }
+  shard::Manifest m;
+  m.release_version = bc.release_version;
+  m.grist_version = GRIST_VERSION;
+  m.config_json = bc.canonical_json;
+  m.config_xxh3_128 = bc.hash;
+  m.inputs = inputs;
+  m.seq_len = static_cast<uint32_t>(po.seq_len);
+  m.sample_tokens = st;
+  m.token_dtype = dtype;
+  m.seed = bc.seed;
+  m.packing = po.strategy;
+  pack::PackStats all;
+  JsonWriter pj(0);
+  pj.BeginObject();
+  for (SplitState& s : splits) {
+    RETURN_IF_ERROR(s.packer->Finish());
+    ASSIGN_OR_RETURN(shard::SplitInfo info, s.writer->Finish());
+    info.documents = s.documents;
+    m.splits[s.name] = std::move(info);
+    all.Merge(s.packer->stats());
+    pj.Key(s.name).Raw(s.packer->stats().ToJson());
+  }
+  pj.EndObject();
+  // Tokenizer into the release.
+  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(opts.output_dir, std::string(shard::kTokenizerName)),
+                                  tok->model_bytes()));
+  m.tokenizer.file = {std::string(shard::kTokenizerName), tok->model_bytes().size(),
+                      Hash128Of(tok->model_bytes())};
+  m.tokenizer.vocab_size = static_cast<uint64_t>(tok->vocab_size());
+  m.tokenizer.bos_id = tok->bos_id();
+  m.tokenizer.eos_id = tok->eos_id();
+  m.tokenizer.pad_id = po.pad_id;
+  m.tokenizer.model_type = tok->model_type();
+  // Counts: documents in = in shards + rejected + removed, per stage.
+  const StageSummary& es = enc_rec->summary;
+  if (all.documents != es.docs_out ||
+      m.splits["train"].documents + m.splits["validation"].documents != es.docs_out) {
+    return absl::InternalError("build: pack did not receive every tokenized document");
+  }
+  JsonWriter cj(0);
+  cj.BeginObject();
+  cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
+  cj.Key("dedup").BeginObject().Field("mode", bc.dedup_mode).EndObject();
+  cj.Key("tokenize").Raw(enc_rec->report_json);
+  cj.Key("pack").Raw(pj.str());
+  cj.Key("shard").BeginObject();
+  cj.Field("documents_in", es.docs_out);
+  cj.Field("documents_train", m.splits["train"].documents);
+  cj.Field("documents_validation", m.splits["validation"].documents);
+  cj.Field("samples_train", m.splits["train"].samples);
+  cj.Field("samples_validation", m.splits["validation"].samples);
+  cj.Field("shards_train", static_cast<uint64_t>(m.splits["train"].shards.size()));
+  cj.Field("shards_validation", static_cast<uint64_t>(m.splits["validation"].shards.size()));
+  cj.EndObject();
+  cj.Key("total").BeginObject();
+  cj.Field("documents_in", es.docs_in).Field("documents_in_shards", es.docs_out);
+  cj.Field("documents_rejected", es.docs_rejected).Field("documents_removed", uint64_t{0});
+  cj.EndObject();
+  cj.EndObject();
+  m.counts_json = cj.Take();
+  m.release_id = shard::ComputeReleaseId(m);
+
+  StageSummary ps{.name = "pack+shard"};
+  ps.docs_in = all.documents;
+  ps.docs_out = all.documents - all.empty_documents;
+  ps.tokens = all.tokens_out;
+  ps.samples = all.samples;
+  ps.bytes_in = es.tokens * shard::TokenDtypeSize(dtype);
+  ps.note = absl::StrFormat("%s, %.1f%% padding", po.strategy, 100 * all.padding_fraction());
+  ps.seconds = pack_sw.Seconds();
+
+  clean.docs_in = clean.docs_out = dedup.docs_in = dedup.docs_out = es.docs_in;
+  report.stages = {clean, dedup, tok_rec->summary, enc_rec->summary, ps};
+  report.release_id = m.release_id;
+  report.seconds = total.Seconds();
+  report.peak_rss_bytes = PeakRssBytes();
+  // reports/ (not reproducible, not in the manifest), then the manifest last.
+  const std::string reports = JoinPath(opts.output_dir, std::string(shard::kReportsDir));
+  RETURN_IF_ERROR(env->CreateDirs(reports));
+  JsonWriter bj(2);
+  bj.BeginObject().Key("build").Raw(report.ToJson());
+  bj.Field("threads", static_cast<int64_t>(opts.run.threads)).Field("config", opts.config_path);
+  bj.EndObject();
+  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "build.json"), bj.str() + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "summary.md"), report.Table()));
+  RETURN_IF_ERROR(shard::WriteManifest(env, opts.output_dir, m));
+  RETURN_IF_ERROR(env->SyncDir(DirName(opts.output_dir)));
+  return report;
+}
+
+}  // namespace grist::release

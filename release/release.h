@@ -1,0 +1,97 @@
+// The v1.0 release builder: `grist build` (clean -> dedup -> tokenize -> pack -> shard), and the
+// release checks behind `grist verify` and `grist inspect`. This is the only library that depends
+// on every stage; tools/ call it through this header.
+//
+// Build layout: the release goes to `output_dir`; stage outputs go to `output_dir` + ".work/":
+//   <output>.work/stages/<stage>.json   completion record of a stage (written last, atomically,
+//                                        after the stage's outputs are synced) with its counts
+//   <output>.work/tokenizer.model       trained (or copied) tokenizer
+//   <output>.work/tokens/               tokenize encode output (MMIDIDX per task)
+// A rerun with the same config skips every stage that has a completion record; a different config
+// (its canonical JSON hash differs) discards the work folder first. The release itself is written
+// with manifest.json last, so an interrupted build never leaves something that looks published.
+#ifndef GRIST_RELEASE_RELEASE_H_
+#define GRIST_RELEASE_RELEASE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/stage.h"
+
+namespace grist {
+class Env;
+}
+
+namespace grist::release {
+
+struct StageSummary {
+  std::string name;
+  uint64_t docs_in = 0, docs_out = 0, docs_rejected = 0, docs_removed = 0;
+  uint64_t bytes_in = 0, tokens = 0, samples = 0;
+  double seconds = 0;
+  bool resumed = false;  // completed by an earlier run
+  std::string note;
+};
+
+struct BuildReport {
+  std::string output_dir;
+  std::string release_id;
+  std::vector<StageSummary> stages;
+  double seconds = 0;
+  uint64_t peak_rss_bytes = 0;
+  // The summary table (Markdown) printed at the end of a build.
+  std::string Table() const;
+  std::string ToJson() const;
+};
+
+struct BuildOptions {
+  std::string config_path;
+  std::string output_dir;
+  RunOptions run;
+  // Discard the work folder and rebuild every stage.
+  bool restart = false;
+  // Run one stage only, so a cluster can spread the build over jobs (scripts/slurm/): empty runs
+  // every stage in order. "tokenizer" trains (or copies) the tokenizer; "tokenize" encodes task
+  // run.task of run.tasks into the work folder (tasks run concurrently, on any nodes sharing it);
+  // "tokenize-merge" checks that every task's part is there (FailedPrecondition naming the missing
+  // task otherwise) and records the stage complete; "pack" packs and shards into the release. Each
+  // needs the stages before it complete (FailedPrecondition naming the stage to run). The release
+  // is byte-identical to an unstaged build of the same config, whatever the task count. A work
+  // folder from another config is an error here rather than discarded (tasks run concurrently).
+  std::string stage;
+};
+
+// The stage names BuildOptions::stage accepts, in order.
+const std::vector<std::string>& BuildStages();
+
+absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
+
+struct VerifyReport {
+  uint64_t files_checked = 0;
+  uint64_t bytes_checked = 0;
+  std::vector<std::string> problems;  // one line per bad file: "<path>: <what>"
+  bool ok() const { return problems.empty(); }
+};
+
+// Checks structure, sizes and every checksum of a release, the tokenizer (loads, vocabulary size
+// as recorded) and that every token id is below the vocabulary size. Returns a report listing
+// every bad file; an error Status only when the folder is not a release at all (no or unparsable
+// manifest).
+absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir);
+
+struct InspectOptions {
+  int64_t sample = -1;            // decode this sample (split-global index) when >= 0
+  std::string split = "train";
+  int top_tokens = 10;
+};
+
+// The manifest summary, the segment-length histogram, the most frequent tokens, and optionally
+// sample k decoded with the release's tokenizer, as text.
+absl::StatusOr<std::string> InspectRelease(Env* env, const std::string& dir,
+                                           const InspectOptions& options);
+
+}  // namespace grist::release
+
+#endif  // GRIST_RELEASE_RELEASE_H_

@@ -1,0 +1,134 @@
+// `grist bench` through the binary: bad sweeps, a read-only or full --output, and `grist bench all`
+// carrying on past a bench that fails, crashes or hangs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "common/env.h"
+#include "tests/test_util.h"
+
+namespace grist {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliRun Grist(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + " " + GRIST_BINARY_DIR + "/grist " + args + " 2>&1";
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// A small tmpfs mounted at `dir` (root only); unmounted by the destructor.
+class TmpfsMount {
+ public:
+  TmpfsMount(const std::string& dir, const std::string& options) : dir_(dir) {
+    (void)Env::Default()->CreateDirs(dir);
+    mounted_ = std::system(("mount -t tmpfs -o " + options + " grist-test " + dir + " 2>/dev/null").c_str()) == 0;
+  }
+  ~TmpfsMount() {
+    if (mounted_) (void)std::system(("umount " + dir_).c_str());
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST(BenchCliTest, SweepWithNoValuesIsAnError) {
+  testing::TempDir tmp;
+  CliRun r = Grist("bench fs --quick --output " + tmp.path() + " --sweep block_size=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("grist bench: error: --sweep block_size: no values given"));
+  r = Grist("bench fs --quick --output " + tmp.path() + " --sweep threads=1,2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("this bench cannot sweep 'threads'; it sweeps: block_size"));
+}
+
+TEST(BenchCliTest, ReadOnlyOutputIsAClearErrorBeforeAnyWork) {
+  testing::TempDir tmp;
+  TmpfsMount ro(tmp.Join("ro"), "ro,size=1m");
+  if (!ro.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root); skipped";
+  CliRun r = Grist("bench fs --quick --output " + tmp.Join("ro/results"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("output directory " + tmp.Join("ro/results") +
+                                  " is on a read-only file system"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("MB/s")));  // stopped before measuring
+}
+
+TEST(BenchCliTest, FullOutputIsAClearError) {
+  testing::TempDir tmp;
+  TmpfsMount full(tmp.Join("full"), "size=256k");
+  if (!full.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root); skipped";
+  CliRun r = Grist("bench fs --quick --output " + tmp.Join("full/results"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("output directory " + tmp.Join("full/results") +
+                                  " has no space left for results"));
+}
+
+TEST(BenchCliTest, AllWritesAnIndexWithEachBenchsTableAndPlot) {
+  testing::TempDir tmp;
+  CliRun r = Grist("bench all --only fs --repetitions 1 --warmup 0 --output " + tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[1/1] grist bench fs ... ok"));
+  auto index = ReadFileToString(Env::Default(), tmp.Join("index.md"));
+  ASSERT_TRUE(index.ok());
+  EXPECT_THAT(*index, HasSubstr("| fs | ok | "));
+  EXPECT_THAT(*index, HasSubstr("[fs.md](fs/fs.md) | [log](fs/log.txt) |"));
+  EXPECT_THAT(*index, HasSubstr("\n## fs\n"));
+  EXPECT_THAT(*index, HasSubstr("#### grist bench fs\n"));
+  EXPECT_THAT(*index, HasSubstr("| sequential write + fsync | "));
+  EXPECT_THAT(*index, HasSubstr("](fs/fs.svg)"));
+  EXPECT_TRUE(Env::Default()->FileExists(tmp.Join("fs/fs.svg")));
+  EXPECT_TRUE(Env::Default()->FileExists(tmp.Join("fs/fs-0.json")));
+  auto json = ReadFileToString(Env::Default(), tmp.Join("index.json"));
+  EXPECT_THAT(*json, HasSubstr("\"status\": \"ok\""));
+}
+
+TEST(BenchCliTest, AllReportsAFailingCrashingOrHangingBenchAndGoesOn) {
+  struct Case {
+    const char* fault;
+    const char* row;
+  } cases[] = {
+      {"fs:fail", "| fs | failed: exit 1: grist bench: error: injected failure (GRIST_BENCH_INJECT_FAULT) |"},
+      {"fs:crash", "| fs | crashed: signal 6 (Aborted) |"},
+      {"fs:hang", "| fs | timed out: killed after 1 s (--timeout) |"},
+  };
+  for (const auto& c : cases) {
+    testing::TempDir tmp;
+    CliRun r = Grist("bench all --only fs --timeout 1 --repetitions 1 --warmup 0 --output " + tmp.path(),
+                  std::string("GRIST_BENCH_INJECT_FAULT=") + c.fault);
+    EXPECT_EQ(r.exit_code, 1) << c.fault;
+    EXPECT_THAT(r.output, HasSubstr("1 of 1 benches did not succeed (fs)")) << c.fault;
+    auto index = ReadFileToString(Env::Default(), tmp.Join("index.md"));
+    ASSERT_TRUE(index.ok()) << c.fault;
+    EXPECT_THAT(*index, HasSubstr(c.row)) << *index;
+  }
+}
+
+TEST(BenchCliTest, AllRejectsUnknownNamesAndSweeps) {
+  testing::TempDir tmp;
+  CliRun r = Grist("bench all --only nosuch --output " + tmp.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--only: no bench named 'nosuch'"));
+  r = Grist("bench all --sweep threads=1,2 --output " + tmp.path());
+  EXPECT_THAT(r.output, HasSubstr("--sweep applies to one bench"));
+}
+
+}  // namespace
+}  // namespace grist

@@ -1,0 +1,408 @@
+#include "dedup/dedup.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/rng.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+#include "tests/dedup/dedup_test_util.h"
+#include "tests/test_util.h"
+
+namespace grist::dedup {
+namespace {
+
+using ::grist::dedup::testing::OutDoc;
+using ::grist::dedup::testing::OutputBytes;
+using ::grist::dedup::testing::ReadOutput;
+using ::grist::testing::TempDir;
+
+std::string Words(Rng& rng, int n) {
+  static const char* kVocab[] = {"alpha", "beta",  "gamma", "delta", "epsilon", "zeta",  "eta",
+                                 "theta", "iota",  "kappa", "lambda", "mu",     "nu",    "xi",
+                                 "omicron", "pi",  "rho",   "sigma", "tau",     "upsilon", "phi",
+                                 "chi",   "psi",   "omega", "river", "stone",   "cloud", "field"};
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    if (i) s += (i % 17 == 0) ? ".\n" : " ";
+    s += kVocab[rng.Uniform(28)];
+    s += std::to_string(rng.Uniform(50));
+  }
+  return s;
+}
+
+// Replaces `k` words (at deterministic positions) of a space/newline separated text.
+std::string Mutate(const std::string& text, int k, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::string> words;
+  std::string cur;
+  for (char ch : text) {
+    if (ch == ' ') {
+      words.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(ch);
+    }
+  }
+  words.push_back(cur);
+  for (int i = 0; i < k; ++i) words[rng.Uniform(words.size())] = "changed" + std::to_string(i);
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + words[i];
+  return out;
+}
+
+std::string JsonLine(const std::string& text) {
+  std::string s = "{\"text\":";
+  AppendJsonString(&s, text);
+  return s + ",\"n\":1}\n";
+}
+
+RunOptions Quiet(int threads = 1) {
+  RunOptions r;
+  r.threads = threads;
+  r.progress = false;
+  return r;
+}
+
+TEST(Dedup, ExactNearShortEmptyAndBadRecords) {
+  TempDir tmp;
+  Rng rng(1);
+  const std::string a = Words(rng, 300), b = Words(rng, 300), c = Words(rng, 200);
+  std::string a_spaced = a;
+  std::replace(a_spaced.begin(), a_spaced.end(), ' ', '\t');
+  const std::string a_near = Mutate(a, 3, 5);
+  const std::string b_far = Mutate(b, 60, 6);
+  std::string in;
+  in += JsonLine(a);         // line 1: kept
+  in += JsonLine(b);         // 2: kept
+  in += JsonLine(a_spaced);  // 3: exact duplicate of 1 (whitespace normalization)
+  in += JsonLine(a_near);    // 4: near duplicate of 1
+  in += JsonLine("");        // 5: kept (first empty document)
+  in += JsonLine("");        // 6: exact duplicate of 5
+  in += JsonLine("two words");  // 7: kept
+  in += "{\"text\": broken\n";  // 8: rejected
+  in += JsonLine(b_far);     // 9: kept (Jaccard well below 0.8)
+  in += JsonLine(c);         // 10: kept
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
+  const std::string out = tmp.Join("out");
+  DedupOptions o;
+  auto rep = RunDedup(Env::Default(), {input}, out, o, Quiet());
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->counts.docs_in, 10u);
+  EXPECT_EQ(rep->counts.docs_out, 6u);
+  EXPECT_EQ(rep->counts.docs_removed, 3u);
+  EXPECT_EQ(rep->counts.docs_rejected, 1u);
+  EXPECT_EQ(rep->removed_exact, 2u);
+  EXPECT_EQ(rep->removed_near, 1u);
+  EXPECT_EQ(rep->clusters, 2u);
+  EXPECT_EQ(rep->cluster_sizes.at(3), 1u);  // {1, 3, 4}
+  EXPECT_EQ(rep->cluster_sizes.at(2), 1u);  // {5, 6}
+  EXPECT_EQ(rep->bands, 14);
+  EXPECT_EQ(rep->rows, 8);
+
+  std::vector<OutDoc> kept = ReadOutput(out);
+  std::vector<uint64_t> kept_lines;
+  for (const auto& d : kept) kept_lines.push_back(d.doc.line);
+  EXPECT_EQ(kept_lines, (std::vector<uint64_t>{1, 2, 5, 7, 9, 10}));
+  EXPECT_EQ(kept[0].doc.text, a);
+  EXPECT_EQ(kept[0].doc.metadata, "{\"n\":1}");
+
+  std::vector<OutDoc> removed = ReadOutput(JoinPath(out, "removed"));
+  ASSERT_EQ(removed.size(), 4u);
+  EXPECT_EQ(removed[0].doc.line, 3u);
+  EXPECT_EQ(removed[0].Field("reason"), "exact");
+  EXPECT_EQ(removed[0].Field("duplicate_of"), input + ":1");
+  EXPECT_EQ(removed[0].Field("kept"), input + ":1");
+  EXPECT_EQ(removed[0].Field("similarity"), JsonDouble(1.0));
+  EXPECT_EQ(removed[0].Field("cluster"), "0");
+  EXPECT_EQ(removed[0].Field("cluster_size"), "3");
+  EXPECT_EQ(removed[1].doc.line, 4u);
+  EXPECT_EQ(removed[1].Field("reason"), "near");
+  std::vector<uint64_t> sa, sn;
+  ShingleHashes(a, o.shingle, &sa);
+  ShingleHashes(a_near, o.shingle, &sn);
+  const double j = JaccardSorted(sa, sn);
+  EXPECT_GT(j, 0.8);
+  EXPECT_EQ(removed[1].Field("similarity"), JsonDouble(j));
+  EXPECT_EQ(removed[1].Field("kept"), input + ":1");
+  EXPECT_EQ(removed[2].doc.line, 6u);
+  EXPECT_EQ(removed[2].Field("reason"), "exact");
+  EXPECT_EQ(removed[2].Field("cluster"), "1");
+  EXPECT_EQ(removed[3].doc.line, 8u);
+  EXPECT_EQ(removed[3].Field("reason"), "rejected");
+  EXPECT_NE(removed[3].Field("error").find("malformed JSON"), std::string::npos);
+  // The report is written beside the output; the work directory is gone.
+  EXPECT_TRUE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, ".dedup-work")));
+}
+
+// A corpus with many near-duplicate families spread over many splits.
+std::string FamilyCorpus(int families, int per_family) {
+  Rng rng(99);
+  std::vector<std::string> bases;
+  for (int f = 0; f < families; ++f) bases.push_back(Words(rng, 120 + static_cast<int>(rng.Uniform(200))));
+  std::string in;
+  for (int i = 0; i < families * per_family; ++i) {
+    const int f = static_cast<int>(rng.Uniform(families));
+    const int edits = static_cast<int>(rng.Uniform(4));
+    in += JsonLine(edits == 3 ? Words(rng, 150) : Mutate(bases[f], edits, rng.Next()));
+  }
+  return in;
+}
+
+TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(40, 10)).ok());
+  DedupOptions o;
+  o.split_bytes = 16 << 10;  // many splits
+  auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("t1"), o, Quiet(1));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("t2"), o, Quiet(2));
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_GT(r1->removed_near, 50u);
+  EXPECT_EQ(r1->counts.docs_removed, r2->counts.docs_removed);
+  const std::string k1 = OutputBytes(tmp.Join("t1")), k2 = OutputBytes(tmp.Join("t2"));
+  EXPECT_FALSE(k1.empty());
+  EXPECT_EQ(k1, k2);
+  EXPECT_EQ(OutputBytes(tmp.Join("t1/removed")), OutputBytes(tmp.Join("t2/removed")));
+
+  // The same run as a 3-task job array, stage by stage.
+  const std::string out3 = tmp.Join("t3");
+  for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                        DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
+    const int tasks = StageIsParallel(st) ? 3 : 1;
+    for (int t = tasks - 1; t >= 0; --t) {  // any order
+      RunOptions run = Quiet(2);
+      run.task = t;
+      run.tasks = tasks;
+      auto r = RunDedupStage(Env::Default(), st, {input}, out3, o, run);
+      ASSERT_TRUE(r.ok()) << DedupStageName(st) << " task " << t << ": " << r.status();
+      if (st == DedupStage::kReport) {
+        EXPECT_EQ(r->counts.docs_removed, r1->counts.docs_removed);
+        EXPECT_EQ(r->clusters, r1->clusters);
+        EXPECT_EQ(r->cluster_sizes, r1->cluster_sizes);
+        EXPECT_EQ(r->candidate_pairs, r1->candidate_pairs);
+        EXPECT_EQ(r->verified_pairs, r1->verified_pairs);
+      }
+    }
+  }
+  EXPECT_EQ(OutputBytes(out3), k1);
+  EXPECT_EQ(OutputBytes(JoinPath(out3, "removed")), OutputBytes(tmp.Join("t1/removed")));
+}
+
+TEST(Dedup, StageRefusesIncompleteTaskSetAndNamesTheMissingTask) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(5, 10)).ok());
+  DedupOptions o;
+  o.split_bytes = 4 << 10;
+  const std::string out = tmp.Join("out");
+  for (int t : {0, 2}) {
+    RunOptions run = Quiet();
+    run.task = t;
+    run.tasks = 3;
+    ASSERT_TRUE(RunDedupStage(Env::Default(), DedupStage::kSignatures, {input}, out, o, run).ok());
+  }
+  auto r = RunDedupStage(Env::Default(), DedupStage::kBuckets, {input}, out, o, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(r.status().message()).find("task 1 of 3 is missing"), std::string::npos)
+      << r.status();
+  // Running a later stage before its producer names the stage to run.
+  auto m = RunDedupStage(Env::Default(), DedupStage::kMerge, {input}, out, o, Quiet());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(std::string(m.status().message()).find("run the 'clusters' stage first"),
+            std::string::npos)
+      << m.status();
+  // Different options than the signatures were made with are refused.
+  RunOptions run = Quiet();
+  run.task = 1;
+  run.tasks = 3;
+  DedupOptions other = o;
+  other.num_perm = 64;
+  other.bands = 8;
+  ASSERT_TRUE(RunDedupStage(Env::Default(), DedupStage::kSignatures, {input}, out, other, run).ok());
+  auto mixed = RunDedupStage(Env::Default(), DedupStage::kBuckets, {input}, out, o, Quiet());
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(std::string(mixed.status().message()).find("different inputs or dedup options"),
+            std::string::npos)
+      << mixed.status();
+}
+
+TEST(Dedup, CorruptedIntermediateFileIsDetected) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(5, 6)).ok());
+  DedupOptions o;
+  const std::string out = tmp.Join("out");
+  ASSERT_TRUE(RunDedupStage(Env::Default(), DedupStage::kSignatures, {input}, out, o, Quiet()).ok());
+  const std::string sig = JoinPath(out, ".dedup-work/sig/sig-00000-of-00001.bin");
+  auto data = ReadFileToString(Env::Default(), sig);
+  ASSERT_TRUE(data.ok());
+  std::string bad = *data;
+  bad[bad.size() / 2] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), sig, bad).ok());
+  auto r = RunDedupStage(Env::Default(), DedupStage::kBuckets, {input}, out, o, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(r.status().message()).find("checksum mismatch"), std::string::npos)
+      << r.status();
+  // A truncated file is caught by its footer.
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), sig, data->substr(0, data->size() - 5)).ok());
+  r = RunDedupStage(Env::Default(), DedupStage::kBuckets, {input}, out, o, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Dedup, DiskFullDuringTheRunIsAnErrorNotACrash) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(10, 10)).ok());
+  int64_t total = 0;
+  {
+    FaultInjectionEnv env(Env::Default());
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("full"), DedupOptions{}, Quiet()).ok());
+    total = env.appended_bytes();
+  }
+  ASSERT_GT(total, 1000);
+  for (int64_t budget : {int64_t{100}, total / 3, total * 9 / 10, total - 1}) {
+    FaultInjectionEnv env(Env::Default());
+    env.SetDiskSpace(budget);
+    const std::string out = tmp.Join("out" + std::to_string(budget));
+    auto r = RunDedup(&env, {input}, out, DedupOptions{}, Quiet());
+    ASSERT_FALSE(r.ok()) << "budget " << budget;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+  }
+}
+
+TEST(Dedup, AllIdenticalCorpus) {
+  TempDir tmp;
+  Rng rng(3);
+  const std::string text = Words(rng, 50);
+  std::string in;
+  for (int i = 0; i < 500; ++i) in += JsonLine(text);
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
+  auto r = RunDedup(Env::Default(), {input}, tmp.Join("out"), DedupOptions{}, Quiet(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->counts.docs_out, 1u);
+  EXPECT_EQ(r->counts.docs_removed, 499u);
+  EXPECT_EQ(r->removed_exact, 499u);
+  EXPECT_EQ(r->clusters, 1u);
+  EXPECT_EQ(r->cluster_sizes.at(500), 1u);
+  EXPECT_EQ(r->exact_pairs, 499u);  // a star from the first document, not 500 * 499 / 2
+}
+
+TEST(Dedup, LineDedupRemovesLinesSharedByDocuments) {
+  TempDir tmp;
+  std::string in;
+  in += JsonLine("menu\nhome\nfirst body\n");
+  in += JsonLine("menu\nsecond body\nhome");
+  in += JsonLine("menu\nhome\n");
+  in += JsonLine("unique\n\nunique\n");  // repeated within one document only; blank lines stay
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
+  DedupOptions o;
+  o.line_dedup = true;
+  o.near = false;
+  o.exact = false;
+  auto r = RunDedup(Env::Default(), {input}, tmp.Join("out"), o, Quiet());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<OutDoc> kept = ReadOutput(tmp.Join("out"));
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].doc.text, "first body\n");
+  EXPECT_EQ(kept[1].doc.text, "second body\n");
+  EXPECT_EQ(kept[2].doc.text, "unique\n\nunique\n");
+  std::vector<OutDoc> removed = ReadOutput(tmp.Join("out/removed"));
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].Field("reason"), "lines");
+  EXPECT_EQ(removed[0].Field("lines_removed"), "2");
+  EXPECT_EQ(r->duplicated_lines, 2u);
+  EXPECT_EQ(r->lines_removed, 6u);
+  EXPECT_EQ(r->removed_lines, 1u);
+}
+
+TEST(Dedup, HugeDocumentAndInvalidUtf8) {
+  TempDir tmp;
+  Rng rng(8);
+  // A 100 MB plain-text document (one document per file), plus Latin-1 bytes.
+  ASSERT_TRUE(Env::Default()->CreateDirs(tmp.Join("in")).ok());
+  std::string big;
+  big.reserve(100u << 20);
+  const std::string chunk = Words(rng, 20000);
+  while (big.size() < (100u << 20)) big += chunk;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("in/a_big.txt"), big).ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("in/b_latin1.txt"),
+                              "caf\xe9 cr\xe8me br\xfbl\xe9" "e and more words here").ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("in/c_latin1.txt"),
+                              "caf\xe9 cr\xe8me br\xfbl\xe9" "e and more words here").ok());
+  DedupOptions o;
+  auto r = RunDedup(Env::Default(), {tmp.Join("in")}, tmp.Join("out"), o, Quiet(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->counts.docs_in, 3u);
+  EXPECT_EQ(r->counts.docs_out, 2u);
+  EXPECT_EQ(r->removed_exact, 1u);
+}
+
+TEST(ExternalSorter, SpillsAndMergesInOrder) {
+  TempDir tmp;
+  Rng rng(5);
+  std::vector<format::PairRecord> all;
+  {
+    internal::ExternalSorter<format::PairRecord> sorter(Env::Default(), tmp.path(), "t",
+                                                        24 * 1024);
+    for (int i = 0; i < 20000; ++i) {
+      format::PairRecord p{rng.Uniform(1000), rng.Uniform(1000), 0, 0};
+      all.push_back(p);
+      ASSERT_TRUE(sorter.Add(p).ok());
+    }
+    EXPECT_GE(sorter.runs(), 10u);
+    std::vector<format::PairRecord> got;
+    ASSERT_TRUE(sorter.Finish([&](const format::PairRecord& p) {
+      got.push_back(p);
+      return absl::OkStatus();
+    }).ok());
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(got.size(), all.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].a == all[i].a && got[i].b == all[i].b) << i;
+    }
+  }
+  // Runs are removed when the sorter is destroyed.
+  EXPECT_TRUE(Env::Default()->ListDir(tmp.path())->empty());
+}
+
+TEST(Options, FromConfigAndValidation) {
+  auto cfg = Config::FromString("[dedup]\nthreshold = 0.7\nngram = 3\nline_dedup = true\n", "t.toml");
+  ASSERT_TRUE(cfg.ok());
+  auto o = DedupOptions::FromConfig(*cfg);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->bands, 0);  // a threshold alone: automatic bands x rows
+  EXPECT_EQ(o->Resolved().bands, 12);
+  EXPECT_EQ(o->Resolved().rows, 9);
+  EXPECT_EQ(o->shingle.n, 3);
+  EXPECT_TRUE(o->line_dedup);
+  auto def = DedupOptions::FromConfig(Config());
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->bands, 14);
+  EXPECT_EQ(def->rows, 8);
+  EXPECT_EQ(def->num_perm, 112);
+  auto bad = Config::FromString("[dedup]\nbands = 20\nrows = 8\n", "t.toml");
+  auto e = DedupOptions::FromConfig(*bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("exceeds num_perm"), std::string::npos);
+  auto badnorm = Config::FromString("[dedup]\nexact_normalize = \"nfkc\"\n", "t.toml");
+  EXPECT_FALSE(DedupOptions::FromConfig(*badnorm).ok());
+}
+
+}  // namespace
+}  // namespace grist::dedup

@@ -1,0 +1,144 @@
+#include "pack/pack.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "shard/shard_format.h"
+
+namespace grist::pack {
+namespace {
+
+using shard::SegmentWord;
+
+std::vector<PackedSample> PackAll(PackOptions o, const std::vector<std::vector<int32_t>>& docs,
+                              PackStats* stats = nullptr) {
+  std::vector<PackedSample> out;
+  Packer p(o, [&](const PackedSample& s) {
+    out.push_back(s);
+    return absl::OkStatus();
+  });
+  for (const auto& d : docs) EXPECT_TRUE(p.Add(d).ok());
+  EXPECT_TRUE(p.Finish().ok());
+  if (stats) *stats = p.stats();
+  return out;
+}
+
+std::vector<int32_t> Doc(int first, int n) {
+  std::vector<int32_t> d;
+  for (int i = 0; i < n; ++i) d.push_back(first + i);
+  return d;
+}
+
+TEST(PackTest, ConcatChunksInOrderAndPadsTheTail) {
+  PackOptions o;
+  o.seq_len = 3;  // samples of 4
+  o.strategy = "concat";
+  o.pad_id = 0;
+  PackStats st;
+  auto s = PackAll(o, {Doc(10, 3), Doc(20, 6), Doc(30, 1)}, &st);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].tokens, (std::vector<int32_t>{10, 11, 12, 20}));
+  EXPECT_EQ(s[0].segments, (std::vector<uint32_t>{SegmentWord(3, false), SegmentWord(1, false)}));
+  EXPECT_EQ(s[1].tokens, (std::vector<int32_t>{21, 22, 23, 24}));
+  EXPECT_EQ(s[1].segments, (std::vector<uint32_t>{SegmentWord(4, false)}));
+  EXPECT_EQ(s[2].tokens, (std::vector<int32_t>{25, 30, 0, 0}));
+  EXPECT_EQ(s[2].segments, (std::vector<uint32_t>{SegmentWord(1, false), SegmentWord(1, false),
+                                                  SegmentWord(2, true)}));
+  EXPECT_EQ(st.documents, 3u);
+  EXPECT_EQ(st.tokens_in, 10u);
+  EXPECT_EQ(st.tokens_out, 10u);
+  EXPECT_EQ(st.samples, 3u);
+  EXPECT_EQ(st.padding_tokens, 2u);
+  EXPECT_EQ(st.documents_split, 1u);
+  EXPECT_EQ(st.truncated_documents, 0u);
+  EXPECT_DOUBLE_EQ(st.padding_fraction(), 2.0 / 12.0);
+}
+
+TEST(PackTest, BestFitDecreasingPlacesLongestFirstIntoTightestBin) {
+  PackOptions o;
+  o.seq_len = 9;  // samples of 10
+  o.strategy = "bestfit";
+  o.pad_id = 3;
+  PackStats st;
+  // Lengths 6, 4, 5, 3, 2, 12 (12 = one full sample + remainder 2).
+  auto s = PackAll(o, {Doc(100, 6), Doc(200, 4), Doc(300, 5), Doc(400, 3), Doc(500, 2), Doc(600, 12)},
+               &st);
+  // The full sample of the long document comes first; then BFD over {6,4,5,3,2,2}:
+  // 6 -> bin0 (4 left); 5 -> bin1 (5 left); 4 -> bin0 (0 left); 3 -> bin1 (2 left);
+  // 2 (doc 500) -> bin1 (0 left); 2 (doc 600 tail) -> bin2.
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].tokens, Doc(600, 10));
+  EXPECT_EQ(s[1].tokens, (std::vector<int32_t>{100, 101, 102, 103, 104, 105, 200, 201, 202, 203}));
+  EXPECT_EQ(s[1].segments, (std::vector<uint32_t>{SegmentWord(6, false), SegmentWord(4, false)}));
+  EXPECT_EQ(s[2].tokens, (std::vector<int32_t>{300, 301, 302, 303, 304, 400, 401, 402, 500, 501}));
+  EXPECT_EQ(s[3].tokens, (std::vector<int32_t>{610, 611, 3, 3, 3, 3, 3, 3, 3, 3}));
+  EXPECT_EQ(s[3].segments, (std::vector<uint32_t>{SegmentWord(2, false), SegmentWord(8, true)}));
+  EXPECT_EQ(st.samples, 4u);
+  EXPECT_EQ(st.padding_tokens, 8u);
+  EXPECT_EQ(st.documents_split, 1u);
+  EXPECT_EQ(st.tokens_out, 32u);
+  EXPECT_EQ(st.truncated_documents, 0u);
+}
+
+TEST(PackTest, BestFitWindowBoundsWhatIsBuffered) {
+  PackOptions o;
+  o.seq_len = 9;
+  o.strategy = "bestfit";
+  o.bestfit_window_tokens = 5;
+  int emitted_before_finish = 0;
+  bool finished = false;
+  Packer p(o, [&](const PackedSample&) {
+    if (!finished) ++emitted_before_finish;
+    return absl::OkStatus();
+  });
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(p.Add(Doc(i * 10, 3)).ok());
+  EXPECT_GT(emitted_before_finish, 0);
+  finished = true;
+  ASSERT_TRUE(p.Finish().ok());
+  EXPECT_EQ(p.stats().tokens_out, 18u);
+}
+
+TEST(PackTest, EveryTokenSurvivesBothStrategies) {
+  for (const char* strategy : {"concat", "bestfit"}) {
+    PackOptions o;
+    o.seq_len = 63;
+    o.strategy = strategy;
+    o.pad_id = 0;
+    std::vector<std::vector<int32_t>> docs;
+    uint64_t total = 0;
+    for (int i = 0; i < 200; ++i) {
+      docs.push_back(Doc(1 + i * 1000, 1 + (i * 37) % 150));
+      total += docs.back().size();
+    }
+    PackStats st;
+    auto s = PackAll(o, docs, &st);
+    uint64_t non_pad = 0;
+    for (const auto& x : s) {
+      ASSERT_EQ(x.tokens.size(), 64u);
+      uint64_t sum = 0;
+      for (uint32_t w : x.segments) {
+        sum += shard::SegmentLength(w);
+        if (!shard::SegmentIsPadding(w)) non_pad += shard::SegmentLength(w);
+      }
+      EXPECT_EQ(sum, 64u);
+    }
+    EXPECT_EQ(non_pad, total) << strategy;
+    EXPECT_EQ(st.tokens_out, total);
+  }
+}
+
+TEST(PackTest, InvalidOptions) {
+  PackOptions o;
+  o.seq_len = 0;
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(o.Validate().message()).find("pack.seq_len"), std::string::npos);
+  o.seq_len = -5;
+  EXPECT_FALSE(o.Validate().ok());
+  o.seq_len = 8;
+  o.strategy = "greedy";
+  EXPECT_NE(std::string(o.Validate().message()).find("pack.strategy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace grist::pack

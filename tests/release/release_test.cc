@@ -1,0 +1,216 @@
+#include "release/release.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/env.h"
+#include "shard/manifest.h"
+#include "tests/test_util.h"
+
+namespace grist::release {
+namespace {
+
+using grist::testing::TempDir;
+
+// A small real corpus: two wikinews files plus the 'botchan' novel as blocks of text.
+std::string Config(const std::string& corpus, const std::string& extra = "",
+                   const std::string& seq_len = "256") {
+  return absl::StrCat(R"(seed = 42
+[release]
+version = "1.0"
+[inputs]
+paths = [")", corpus, R"(/wikinews-en/wiki_05.jsonl.zst", ")", corpus,
+                      R"(/wikinews-en/wiki_06.jsonl.zst"]
+[tokenizer]
+vocab_size = 600
+input_sentence_size = 20000
+[pack]
+seq_len = )", seq_len, R"(
+strategy = "bestfit"
+[split]
+validation_fraction = 0.05
+[shard]
+max_bytes = 200000
+)", extra);
+}
+
+absl::StatusOr<BuildReport> Build(const TempDir& tmp, const std::string& toml,
+                                  const std::string& out, int threads) {
+  std::string cfg = tmp.Join("c-" + std::to_string(std::hash<std::string>()(toml)) + ".toml");
+  if (!WriteFileAtomic(Env::Default(), cfg, toml).ok()) return absl::InternalError("write");
+  BuildOptions o;
+  o.config_path = cfg;
+  o.output_dir = out;
+  o.run.threads = threads;
+  o.run.progress = false;
+  return BuildRelease(Env::Default(), o);
+}
+
+std::vector<std::string> ReleaseFiles(const std::string& dir) {
+  std::vector<std::string> out = {"manifest.json", "tokenizer.model"};
+  auto names = Env::Default()->ListDir(dir + "/shards");
+  for (const auto& n : *names) out.push_back("shards/" + n);
+  return out;
+}
+
+TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
+  GRIST_REQUIRE_CORPUS(corpus, "");
+  TempDir tmp;
+  std::string toml = Config(corpus);
+  auto a = Build(tmp, toml, tmp.Join("a"), 1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = Build(tmp, toml, tmp.Join("b"), 3);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->release_id, b->release_id);
+  auto files = ReleaseFiles(tmp.Join("a"));
+  EXPECT_GE(files.size(), 2u + 6u);  // train spans several shards, plus validation
+  EXPECT_EQ(files, ReleaseFiles(tmp.Join("b")));
+  for (const auto& f : files) {
+    EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("a/" + f)),
+              *ReadFileToString(Env::Default(), tmp.Join("b/" + f)))
+        << f;
+  }
+  // Nothing lost: documents in = in shards + rejected.
+  auto rel = shard::Release::Open(Env::Default(), tmp.Join("a"));
+  ASSERT_TRUE(rel.ok());
+  const auto& m = (*rel)->manifest();
+  EXPECT_GT(m.split("validation")->samples, 0u);
+  const StageSummary& tok = a->stages[3];
+  EXPECT_EQ(tok.name, "tokenize");
+  EXPECT_EQ(tok.docs_in, tok.docs_out + tok.docs_rejected);
+  EXPECT_EQ(m.split("train")->documents + m.split("validation")->documents, tok.docs_out);
+  EXPECT_NE(m.counts_json.find(absl::StrCat("\"docs_in\":", tok.docs_in)), std::string::npos);
+  // A verified release.
+  auto v = VerifyRelease(Env::Default(), tmp.Join("a"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok()) << v->problems.front();
+  // Timings live in reports/, not in the manifest.
+  EXPECT_TRUE(Env::Default()->FileExists(tmp.Join("a/reports/build.json")));
+  EXPECT_EQ(m.counts_json.find("seconds"), std::string::npos);
+}
+
+TEST(ReleaseTest, ResumesFromCompletedStages) {
+  GRIST_REQUIRE_CORPUS(corpus, "");
+  TempDir tmp;
+  std::string toml = Config(corpus);
+  auto a = Build(tmp, toml, tmp.Join("r"), 2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Interrupted during pack: the release is gone, the stage records stay.
+  ASSERT_TRUE(Env::Default()->RemoveAll(tmp.Join("r")).ok());
+  auto b = Build(tmp, toml, tmp.Join("r"), 2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->stages[2].resumed);  // tokenizer
+  EXPECT_TRUE(b->stages[3].resumed);  // tokenize
+  EXPECT_EQ(a->release_id, b->release_id);
+  // A different config starts over.
+  auto c = Build(tmp, Config(corpus, "", "128"), tmp.Join("r"), 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->stages[3].resumed);
+  EXPECT_NE(c->release_id, a->release_id);
+}
+
+TEST(ReleaseTest, FlippedByteIsNamedByVerify) {
+  GRIST_REQUIRE_CORPUS(corpus, "");
+  TempDir tmp;
+  ASSERT_TRUE(Build(tmp, Config(corpus), tmp.Join("v"), 2).ok());
+  Env* env = Env::Default();
+  std::string path = tmp.Join("v/shards/train-00001.bin");
+  std::string bin = *ReadFileToString(env, path);
+  bin[bin.size() / 2] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomic(env, path, bin).ok());
+  auto v = VerifyRelease(env, tmp.Join("v"));
+  ASSERT_TRUE(v.ok());
+  // The checksum mismatch, and possibly ids pushed outside the vocabulary: all about that file.
+  ASSERT_GE(v->problems.size(), 1u);
+  const size_t bin_problems = v->problems.size();
+  for (const auto& p : v->problems) EXPECT_NE(p.find("train-00001.bin"), std::string::npos) << p;
+  // The command line names it too and exits non-zero.
+  std::string grist = std::string(GRIST_BINARY_DIR) + "/grist";
+  if (env->FileExists(grist)) {
+    std::string cmd = absl::StrCat(grist, " verify ", tmp.Join("v"), " > ", tmp.Join("o.txt"),
+                                   " 2>&1");
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    EXPECT_NE(ReadFileToString(env, tmp.Join("o.txt"))->find("train-00001.bin"),
+              std::string::npos);
+  }
+  // Truncating a shard is reported, not a crash.
+  std::string idx = tmp.Join("v/shards/validation-00000.idx");
+  std::string s = *ReadFileToString(env, idx);
+  ASSERT_TRUE(WriteFileAtomic(env, idx, s.substr(0, s.size() - 8)).ok());
+  v = VerifyRelease(env, tmp.Join("v"));
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->problems.size(), bin_problems + 1);
+  EXPECT_NE(v->problems.back().find("validation-00000.idx"), std::string::npos)
+      << v->problems.back();
+  // A manifest whose shard escapes the folder is refused.
+  std::string mpath = tmp.Join("v/manifest.json");
+  std::string m = *ReadFileToString(env, mpath);
+  ASSERT_TRUE(WriteFileAtomic(env, mpath,
+                              absl::StrReplaceAll(m, {{"\"shards/train-00000", "\"../x/train-00000"}}))
+                  .ok());
+  auto bad = VerifyRelease(env, tmp.Join("v"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  // A folder without manifest is not a release.
+  ASSERT_TRUE(env->RemoveFile(mpath).ok());
+  EXPECT_EQ(VerifyRelease(env, tmp.Join("v")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ReleaseTest, InspectSummarizesAndDecodes) {
+  GRIST_REQUIRE_CORPUS(corpus, "");
+  TempDir tmp;
+  ASSERT_TRUE(Build(tmp, Config(corpus), tmp.Join("i"), 2).ok());
+  InspectOptions o;
+  o.sample = 0;
+  auto text = InspectRelease(Env::Default(), tmp.Join("i"), o);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("release 1.0"), std::string::npos);
+  EXPECT_NE(text->find("document-segment lengths"), std::string::npos);
+  EXPECT_NE(text->find("--- segment of"), std::string::npos);
+  o.sample = 1 << 30;
+  EXPECT_EQ(InspectRelease(Env::Default(), tmp.Join("i"), o).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(ReleaseTest, BadConfigsNameTheKey) {
+  TempDir tmp;
+  std::string corpus = tmp.path();
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("d.jsonl"), "{\"text\":\"hello world\"}\n").ok());
+  auto base = [&](const std::string& body) {
+    return absl::StrCat("seed = 1\n[release]\nversion = \"1.0\"\n[inputs]\npaths = [\"",
+                        tmp.Join("d.jsonl"), "\"]\n", body);
+  };
+  struct Case {
+    std::string toml, key;
+  };
+  std::vector<Case> cases = {
+      {base("[tokenizer]\nvocab_size = 100\n[pack]\nseq_len = 0\n"), "pack.seq_len"},
+      {base("[tokenizer]\nvocab_size = 100\n[pack]\nseq_len = -3\n"), "pack.seq_len"},
+      {base("[tokenizer]\nvocab_size = 100\n"), "pack.seq_len"},
+      {base("[pack]\nseq_len = 8\n"), "tokenizer.vocab_size"},
+      {base("[tokenizer]\nvocab_size = \"big\"\n[pack]\nseq_len = 8\n"), "tokenizer.vocab_size"},
+      {base("[tokenizer]\nvocab_size = 100\n[pack]\nseq_len = 8\nstrategy = \"x\"\n"),
+       "pack.strategy"},
+      {base("[tokenizer]\nvocab_size = 100\nvocab_sise = 3\n[pack]\nseq_len = 8\n"),
+       "tokenizer.vocab_sise"},
+      {"[release]\nversion = \"1.0\"\n", "seed"},
+  };
+  for (const Case& c : cases) {
+    auto r = Build(tmp, c.toml, tmp.Join("out"), 1);
+    EXPECT_FALSE(r.ok()) << c.key;
+    EXPECT_NE(std::string(r.status().message()).find(c.key), std::string::npos)
+        << c.key << ": " << r.status();
+  }
+  // A tokenizer model that fails to load.
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("bad.model"), "garbage").ok());
+  auto r = Build(tmp, base(absl::StrCat("[tokenizer]\nmodel = \"", tmp.Join("bad.model"),
+                                        "\"\n[pack]\nseq_len = 8\n")),
+                 tmp.Join("out2"), 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("bad.model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace grist::release

@@ -1,0 +1,287 @@
+#include <simdjson.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/records.h"
+#include "tests/test_util.h"
+#include "tokenize/encode.h"
+#include "tokenize/indexed_dataset.h"
+#include "tokenize/tokenizer.h"
+
+namespace grist::tokenize {
+namespace {
+
+using grist::testing::TempDir;
+
+std::string Mistral(const std::string& corpus) {
+  return corpus + "/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1";
+}
+std::string Unigram(const std::string& corpus) {
+  return corpus + "/tokenizers/sentencepiece-test-unigram-1k/test_model.model";
+}
+
+bool HavePythonSentencePiece() {
+  return std::system("/usr/bin/python3 -c 'import sentencepiece' >/dev/null 2>&1") == 0;
+}
+
+// Up to `n` non-empty documents of a real corpus file.
+std::vector<std::string> RealDocs(const std::string& path, size_t n) {
+  std::vector<std::string> out;
+  auto files = ListInputs(Env::Default(), {path});
+  EXPECT_TRUE(files.ok());
+  InputSplit split;
+  split.file_index = 0;
+  auto r = OpenRecordReader(Env::Default(), (*files)[0], split, InputOptions{});
+  EXPECT_TRUE(r.ok());
+  Document d;
+  while (out.size() < n) {
+    auto more = (*r)->Next(&d);
+    if (!more.ok() || !*more) break;
+    if (d.error.empty() && !d.text.empty()) out.push_back(d.text);
+  }
+  return out;
+}
+
+// SentencePiece's Python module's ids for each document (one JSON array per line).
+std::vector<std::vector<int>> PythonIds(const TempDir& tmp, const std::string& model,
+                                        const std::vector<std::string>& docs) {
+  std::string in = tmp.Join("docs.jsonl"), out = tmp.Join("ids.txt"), py = tmp.Join("enc.py");
+  {
+    std::ofstream f(in);
+    for (const auto& d : docs) {
+      std::string line;
+      AppendJsonString(&line, d);
+      f << line << "\n";
+    }
+    std::ofstream p(py);
+    p << "import json, sys, sentencepiece as spm\n"
+         "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+         "with open(sys.argv[2], encoding='utf-8') as f, open(sys.argv[3], 'w') as o:\n"
+         "    for line in f:\n"
+         "        o.write(' '.join(map(str, sp.encode(json.loads(line)))) + '\\n')\n";
+  }
+  std::string cmd = absl::StrCat("/usr/bin/python3 ", py, " ", model, " ", in, " ", out);
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<std::vector<int>> ids;
+  std::ifstream f(out);
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream ss(line);
+    std::vector<int> v;
+    int x;
+    while (ss >> x) v.push_back(x);
+    ids.push_back(std::move(v));
+  }
+  return ids;
+}
+
+TEST(TokenizeTest, PublishedExpectedIds) {
+  GRIST_REQUIRE_CORPUS(corpus, "tokenizers/expected_ids.json");
+  simdjson::dom::parser p;
+  simdjson::dom::element root = p.load(corpus);
+  std::string dir = DirName(corpus);
+  int checked = 0;
+  for (simdjson::dom::element c : root["cases"].get_array()) {
+    std::string model = JoinPath(dir, std::string(std::string_view(c["model"].get_string())));
+    auto tok = Tokenizer::Load(Env::Default(), model);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    EncodeOptions o;
+    o.add_eos = false;
+    o.add_bos = bool(c["add_bos"]);
+    std::vector<int> want;
+    for (int64_t id : c["ids"].get_array()) want.push_back(static_cast<int>(id));
+    std::vector<int> got;
+    std::string_view text = c["text"].get_string();
+    ASSERT_TRUE((*tok)->Encode(text, o, &got).ok());
+    EXPECT_EQ(got, want) << text;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
+TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en/wiki_00.jsonl.zst");
+  if (!HavePythonSentencePiece()) GTEST_SKIP() << "/usr/bin/python3 has no sentencepiece module";
+  std::string root = grist::testing::CorpusDir();
+  TempDir tmp;
+  // Every document of one wikinews file, through the full encode stage (parallel, MMIDIDX out).
+  std::vector<std::string> docs = RealDocs(corpus, 100000);
+  ASSERT_GT(docs.size(), 500u);
+  for (const std::string& model : {Mistral(root), Unigram(root)}) {
+    std::vector<std::vector<int>> want = PythonIds(tmp, model, docs);
+    ASSERT_EQ(want.size(), docs.size());
+    EncodeStageOptions o;
+    o.model_path = model;
+    o.encode.add_eos = false;
+    o.split_bytes = 64 << 10;
+    RunOptions run;
+    run.threads = 2;
+    run.progress = false;
+    std::string out = tmp.Join("enc" + std::to_string(model.size()));
+    auto rep = RunEncode(Env::Default(), {corpus}, out, o, run);
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    auto ds = IndexedDatasetReader::Open(Env::Default(), out + "/tokens-00000-of-00001");
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_EQ(ds->get()->sequences(), docs.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      std::vector<int32_t> got;
+      (*ds)->Read(i, &got);
+      if (std::vector<int>(got.begin(), got.end()) != want[i]) ++mismatches;
+    }
+    EXPECT_EQ(mismatches, 0u) << model;
+  }
+}
+
+TEST(TokenizeTest, LongDocumentsInPiecesEqualWholeDocuments) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikipedia-en-2015");
+  std::string root = grist::testing::CorpusDir();
+  auto files = ListInputs(Env::Default(), {corpus});
+  ASSERT_TRUE(files.ok());
+  std::vector<std::string> docs = RealDocs((*files)[0].path, 40);
+  ASSERT_FALSE(docs.empty());
+  for (const std::string& model : {Mistral(root), Unigram(root)}) {
+    auto tok = Tokenizer::Load(Env::Default(), model);
+    ASSERT_TRUE(tok.ok());
+    ASSERT_TRUE((*tok)->can_cut()) << model;
+    EncodeOptions whole, pieces;
+    whole.piece_bytes = 0;
+    pieces.piece_bytes = 2048;
+    size_t cut_docs = 0;
+    for (const std::string& d : docs) {
+      std::vector<int> a, b;
+      ASSERT_TRUE((*tok)->Encode(d, whole, &a).ok());
+      ASSERT_TRUE((*tok)->Encode(d, pieces, &b).ok());
+      EXPECT_EQ(a, b) << model << ": " << d.substr(0, 80);
+      if (d.size() > 4096) ++cut_docs;
+    }
+    EXPECT_GT(cut_docs, 10u);
+  }
+}
+
+TEST(TokenizeTest, FindCutRules) {
+  EXPECT_EQ(FindCut("aaaa bbbb", 5), 4u);
+  EXPECT_EQ(FindCut("aaaa  bbbb cc", 6), 10u);  // double space skipped, found forwards
+  EXPECT_EQ(FindCut("aaaaaaaaaaaaaaaa", 4), std::string_view::npos);
+  EXPECT_EQ(FindCut("short", 10), std::string_view::npos);
+}
+
+TEST(TokenizeTest, TrainingIsDeterministicAndSeeded) {
+  GRIST_REQUIRE_CORPUS(corpus, "small-text/tinyshakespeare");
+  TempDir tmp;
+  TrainOptions o;
+  o.vocab_size = 500;
+  o.seed = 7;
+  o.input_sentence_size = 5000;
+  auto a = TrainTokenizer(Env::Default(), {corpus}, tmp.Join("a.model"), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = TrainTokenizer(Env::Default(), {corpus}, tmp.Join("b.model"), o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->sentences_used, 5000u);
+  EXPECT_GT(a->sentences_seen, 5000u);
+  EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("a.model")),
+            *ReadFileToString(Env::Default(), tmp.Join("b.model")));
+  o.seed = 8;
+  ASSERT_TRUE(TrainTokenizer(Env::Default(), {corpus}, tmp.Join("c.model"), o).ok());
+  EXPECT_NE(*ReadFileToString(Env::Default(), tmp.Join("a.model")),
+            *ReadFileToString(Env::Default(), tmp.Join("c.model")));
+  auto tok = Tokenizer::Load(Env::Default(), tmp.Join("a.model"));
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ((*tok)->vocab_size(), 500);
+  EXPECT_EQ((*tok)->model_type(), "bpe");
+  EXPECT_EQ((*tok)->eos_id(), 2);
+}
+
+TEST(TokenizeTest, BadModelIsAClearError) {
+  MemEnv env;
+  ASSERT_TRUE(WriteFileAtomic(&env, "/bad.model", "this is not a model").ok());
+  auto t = Tokenizer::Load(&env, "/bad.model");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(t.status().message()).find("/bad.model"), std::string::npos);
+  EXPECT_EQ(Tokenizer::Load(&env, "/missing.model").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TokenizeTest, ThreeTasksConcatenateToOneTask) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en");
+  std::string root = grist::testing::CorpusDir();
+  TempDir tmp;
+  std::vector<std::string> in = {corpus + "/wiki_01.jsonl.zst", corpus + "/wiki_02.jsonl.zst",
+                                 corpus + "/wiki_03.jsonl.zst", corpus + "/wiki_04.jsonl.zst"};
+  EncodeStageOptions o;
+  o.model_path = Unigram(root);
+  RunOptions run;
+  run.progress = false;
+  run.threads = 2;
+  ASSERT_TRUE(RunEncode(Env::Default(), in, tmp.Join("one"), o, run).ok());
+  run.tasks = 3;
+  for (int t = 0; t < 3; ++t) {
+    run.task = t;
+    run.threads = 1 + t % 2;
+    auto r = RunEncode(Env::Default(), in, tmp.Join("three"), o, run);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (t < 2) {
+      EXPECT_EQ(ListTokenParts(Env::Default(), tmp.Join("three")).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+    }
+  }
+  auto one = ListTokenParts(Env::Default(), tmp.Join("one"));
+  auto three = ListTokenParts(Env::Default(), tmp.Join("three"));
+  ASSERT_TRUE(one.ok() && three.ok());
+  ASSERT_EQ(three->size(), 3u);
+  auto flat = [](const std::vector<std::string>& parts) {
+    std::vector<std::vector<int32_t>> docs;
+    for (const auto& p : parts) {
+      auto r = IndexedDatasetReader::Open(Env::Default(), p);
+      EXPECT_TRUE(r.ok());
+      for (uint64_t i = 0; i < (*r)->sequences(); ++i) {
+        docs.emplace_back();
+        (*r)->Read(i, &docs.back());
+      }
+    }
+    return docs;
+  };
+  auto a = flat(*one), b = flat(*three);
+  EXPECT_GT(a.size(), 100u);
+  EXPECT_EQ(a, b);
+}
+
+TEST(TokenizeTest, CorruptOrTruncatedDatasetIsDataLoss) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  auto w = IndexedDatasetWriter::Open(env, tmp.Join("d"), 2);
+  ASSERT_TRUE(w.ok());
+  std::vector<int> a = {1, 2, 3}, b = {4, 5};
+  ASSERT_TRUE((*w)->Add(a).ok());
+  ASSERT_TRUE((*w)->Add(b).ok());
+  std::vector<int> big = {70000};
+  EXPECT_EQ((*w)->Add(big).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto r = IndexedDatasetReader::Open(env, tmp.Join("d"));
+  ASSERT_TRUE(r.ok());
+  std::vector<int32_t> got;
+  (*r)->Read(1, &got);
+  EXPECT_EQ(got, (std::vector<int32_t>{4, 5}));
+  std::string bin = *ReadFileToString(env, tmp.Join("d.bin"));
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("d.bin"), bin.substr(0, 7)).ok());
+  EXPECT_EQ(IndexedDatasetReader::Open(env, tmp.Join("d")).status().code(),
+            absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("d.bin"), bin).ok());
+  std::string idx = *ReadFileToString(env, tmp.Join("d.idx"));
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("d.idx"), idx.substr(0, idx.size() - 1)).ok());
+  EXPECT_EQ(IndexedDatasetReader::Open(env, tmp.Join("d")).status().code(),
+            absl::StatusCode::kDataLoss);
+  idx[0] = 'X';
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("d.idx"), idx).ok());
+  EXPECT_EQ(IndexedDatasetReader::Open(env, tmp.Join("d")).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace grist::tokenize

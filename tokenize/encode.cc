@@ -1,0 +1,168 @@
+#include "tokenize/encode.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/ordered.h"
+#include "common/progress.h"
+#include "common/records.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "tokenize/indexed_dataset.h"
+
+namespace grist::tokenize {
+namespace {
+
+struct SplitResult {
+  std::vector<int> ids;          // all documents' ids, concatenated
+  std::vector<uint32_t> lengths; // per kept document
+  uint64_t docs = 0, malformed = 0, empty = 0, bytes = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<EncodeStageOptions> EncodeStageOptions::FromConfig(const Config& config) {
+  EncodeStageOptions o;
+  ASSIGN_OR_RETURN(o.encode, EncodeOptions::FromConfig(config));
+  ASSIGN_OR_RETURN(int64_t sb, config.GetInt("tokenize.split_bytes",
+                                             static_cast<int64_t>(o.split_bytes)));
+  if (sb <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", config.source(), ": key 'tokenize.split_bytes': must be > 0"));
+  }
+  o.split_bytes = static_cast<uint64_t>(sb);
+  return o;
+}
+
+std::string EncodeReport::ToJson() const {
+  JsonWriter w(0);
+  w.BeginObject();
+  w.Field("docs_in", counts.docs_in).Field("docs_out", counts.docs_out);
+  w.Field("docs_rejected", counts.docs_rejected).Field("docs_removed", counts.docs_removed);
+  w.Field("bytes_in", counts.bytes_in).Field("tokens", tokens);
+  w.Field("rejected_malformed", rejected_malformed).Field("rejected_empty", rejected_empty);
+  w.Field("max_document_tokens", max_document_tokens);
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,
+                                       const std::string& output_dir,
+                                       const EncodeStageOptions& options, const RunOptions& run) {
+  Stopwatch sw;
+  if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", run.task, " of ", run.tasks));
+  }
+  ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(env, options.model_path));
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
+  ThreadPool pool(run.threads);
+  ASSIGN_OR_RETURN(std::vector<InputSplit> all, PlanSplits(env, files, options.split_bytes, &pool));
+  std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
+  uint64_t total = 0;
+  for (const auto& s : splits) total += s.bytes;
+  RETURN_IF_ERROR(env->CreateDirs(output_dir));
+  const std::string prefix = JoinPath(
+      output_dir, absl::StrFormat("tokens-%05d-of-%05d", run.task, run.tasks));
+  const int dtype_bytes = tok->vocab_size() <= 65536 ? 2 : 4;
+  ASSIGN_OR_RETURN(auto writer, IndexedDatasetWriter::Open(env, prefix, dtype_bytes));
+
+  Progress prog("tokenize", total, Progress::Unit::kBytes, !run.progress);
+  EncodeReport rep;
+  rep.output_prefix = prefix;
+  auto process = [&](size_t i) -> absl::StatusOr<SplitResult> {
+    SplitResult r;
+    ASSIGN_OR_RETURN(auto reader,
+                     OpenRecordReader(env, files[splits[i].file_index], splits[i], InputOptions{}));
+    Document doc;
+    std::vector<int> ids;
+    uint64_t last = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+      if (!more) break;
+      ++r.docs;
+      r.bytes += doc.input_bytes;
+      if (!doc.error.empty()) {
+        ++r.malformed;
+        continue;
+      }
+      if (doc.text.empty()) {
+        ++r.empty;
+        continue;
+      }
+      absl::Status s = tok->Encode(doc.text, options.encode, &ids);
+      if (!s.ok()) return Annotate(s, doc.id());
+      r.ids.insert(r.ids.end(), ids.begin(), ids.end());
+      r.lengths.push_back(static_cast<uint32_t>(ids.size()));
+      prog.Add(reader->bytes_consumed() - last);
+      last = reader->bytes_consumed();
+    }
+    prog.Add(reader->bytes_consumed() - last);
+    return r;
+  };
+  auto emit = [&](size_t, SplitResult&& r) -> absl::Status {
+    size_t off = 0;
+    for (uint32_t len : r.lengths) {
+      RETURN_IF_ERROR(writer->Add(std::span<const int>(r.ids.data() + off, len)));
+      off += len;
+      rep.max_document_tokens = std::max<uint64_t>(rep.max_document_tokens, len);
+    }
+    rep.counts.docs_in += r.docs;
+    rep.counts.docs_out += r.lengths.size();
+    rep.counts.docs_rejected += r.malformed + r.empty;
+    rep.counts.bytes_in += r.bytes;
+    rep.rejected_malformed += r.malformed;
+    rep.rejected_empty += r.empty;
+    rep.tokens += off;
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(OrderedParallel<SplitResult>(&pool, splits.size(),
+                                               static_cast<size_t>(pool.size()) * 2, process,
+                                               emit));
+  ASSIGN_OR_RETURN(DatasetInfo info, writer->Finish());
+  rep.counts.bytes_out = info.bin_bytes + info.idx_bytes;
+  prog.Finish();
+  if (!rep.counts.Balanced()) {
+    return absl::InternalError("tokenize: document accounting does not balance");
+  }
+  rep.seconds = sw.Seconds();
+  RETURN_IF_ERROR(WriteFileAtomic(env, prefix + ".json", rep.ToJson() + "\n"));
+  return rep;
+}
+
+absl::StatusOr<std::vector<std::string>> ListTokenParts(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  int tasks = -1;
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    int t = 0, of = 0;
+    char tail[8] = {0};
+    if (std::sscanf(n.c_str(), "tokens-%5d-of-%5d.%4s", &t, &of, tail) != 3 ||
+        std::string(tail) != "idx") {
+      continue;
+    }
+    if (tasks >= 0 && of != tasks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": token parts of different task counts (", tasks, " and ", of, ")"));
+    }
+    tasks = of;
+    out.push_back(JoinPath(dir, n.substr(0, n.size() - 4)));
+  }
+  if (tasks < 0) return absl::NotFoundError(absl::StrCat(dir, ": no tokens-*.idx parts"));
+  for (int t = 0; t < tasks; ++t) {
+    std::string want = JoinPath(dir, absl::StrFormat("tokens-%05d-of-%05d", t, tasks));
+    if (std::find(out.begin(), out.end(), want) == out.end() || !env->FileExists(want + ".json")) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(want, ": task ", t, " of ", tasks, " has not finished"));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace grist::tokenize

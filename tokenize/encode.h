@@ -1,0 +1,50 @@
+// `grist tokenize encode`: documents -> token ids, in parallel, one Megatron sequence per document.
+//
+// Output in `output_dir`, per task: tokens-TTTTT-of-NNNNN.bin/.idx (MMIDIDX; uint16 when the
+// vocabulary has at most 65,536 pieces, else int32) and tokens-TTTTT-of-NNNNN.json (the task's
+// EncodeReport). Documents keep their input order (splits processed in parallel, emitted in order),
+// so the concatenation of tasks 0..N-1 is the same sequence whatever N and the thread count are;
+// ListTokenParts() returns the parts in that order for the next stage.
+#ifndef GRIST_TOKENIZE_ENCODE_H_
+#define GRIST_TOKENIZE_ENCODE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/stage.h"
+#include "tokenize/tokenizer.h"
+
+namespace grist::tokenize {
+
+struct EncodeStageOptions {
+  std::string model_path;
+  EncodeOptions encode;
+  uint64_t split_bytes = 8ull << 20;  // input split size (unit of parallel work)
+  static absl::StatusOr<EncodeStageOptions> FromConfig(const Config& config);
+};
+
+struct EncodeReport {
+  DocCounts counts;              // rejected: unreadable records and documents with empty text
+  uint64_t tokens = 0;
+  uint64_t rejected_malformed = 0;
+  uint64_t rejected_empty = 0;
+  uint64_t max_document_tokens = 0;
+  double seconds = 0;
+  std::string output_prefix;
+  std::string ToJson() const;
+};
+
+absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,
+                                       const std::string& output_dir,
+                                       const EncodeStageOptions& options, const RunOptions& run);
+
+// The dataset prefixes of a complete encode output (all N tasks of one run), in task order.
+// FailedPrecondition naming the missing part when a task has not finished; InvalidArgument when
+// parts of different task counts are mixed.
+absl::StatusOr<std::vector<std::string>> ListTokenParts(Env* env, const std::string& dir);
+
+}  // namespace grist::tokenize
+
+#endif  // GRIST_TOKENIZE_ENCODE_H_

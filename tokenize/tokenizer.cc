@@ -1,0 +1,367 @@
+#include "tokenize/tokenizer.h"
+
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/progress.h"
+#include "common/records.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "tokenize/internal/spm.h"
+
+namespace grist::tokenize {
+namespace {
+
+// SentencePiece's util::Status uses absl's canonical codes; convert code for code.
+absl::Status FromSpm(const internal::SpmStatus& s, std::string_view context) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.code),
+                      absl::StrCat(std::string(context), ": ", s.message));
+}
+
+// Minimal protobuf wire reader: finds the fields of ModelProto this file needs
+// (trainer_spec.model_type = 2.3, normalizer_spec.add_dummy_prefix = 3.3,
+// normalizer_spec.escape_whitespaces = 3.5, trainer_spec.treat_whitespace_as_suffix = 2.24).
+struct ProtoFacts {
+  int model_type = 1;  // UNIGRAM
+  bool add_dummy_prefix = true;
+  bool escape_whitespaces = true;
+  bool treat_whitespace_as_suffix = false;
+};
+
+bool ReadVarint(std::string_view* s, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && !s->empty(); shift += 7) {
+    uint8_t b = static_cast<uint8_t>(s->front());
+    s->remove_prefix(1);
+    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Calls fn(field, wire_type, varint_value, bytes) for each field of the message `s`.
+template <typename Fn>
+bool ForEachField(std::string_view s, Fn fn) {
+  while (!s.empty()) {
+    uint64_t tag, v = 0;
+    if (!ReadVarint(&s, &tag)) return false;
+    int wt = static_cast<int>(tag & 7);
+    uint64_t field = tag >> 3;
+    std::string_view bytes;
+    if (wt == 0) {
+      if (!ReadVarint(&s, &v)) return false;
+    } else if (wt == 1 || wt == 5) {
+      size_t n = wt == 1 ? 8 : 4;
+      if (s.size() < n) return false;
+      s.remove_prefix(n);
+    } else if (wt == 2) {
+      if (!ReadVarint(&s, &v) || v > s.size()) return false;
+      bytes = s.substr(0, v);
+      s.remove_prefix(v);
+    } else {
+      return false;
+    }
+    fn(field, wt, v, bytes);
+  }
+  return true;
+}
+
+ProtoFacts ReadFacts(std::string_view model) {
+  ProtoFacts f;
+  ForEachField(model, [&](uint64_t field, int wt, uint64_t, std::string_view bytes) {
+    if (wt != 2) return;
+    if (field == 2) {
+      ForEachField(bytes, [&](uint64_t f2, int w2, uint64_t v, std::string_view) {
+        if (w2 != 0) return;
+        if (f2 == 3) f.model_type = static_cast<int>(v);
+        if (f2 == 24) f.treat_whitespace_as_suffix = v != 0;
+      });
+    } else if (field == 3) {
+      ForEachField(bytes, [&](uint64_t f3, int w3, uint64_t v, std::string_view) {
+        if (w3 != 0) return;
+        if (f3 == 3) f.add_dummy_prefix = v != 0;
+        if (f3 == 5) f.escape_whitespaces = v != 0;
+      });
+    }
+  });
+  return f;
+}
+
+bool IsPrintableAscii(char c) { return c > ' ' && c < 0x7f; }
+
+}  // namespace
+
+absl::StatusOr<EncodeOptions> EncodeOptions::FromConfig(const Config& config) {
+  EncodeOptions o;
+  ASSIGN_OR_RETURN(o.add_bos, config.GetBool("tokenize.add_bos", o.add_bos));
+  ASSIGN_OR_RETURN(o.add_eos, config.GetBool("tokenize.add_eos", o.add_eos));
+  ASSIGN_OR_RETURN(int64_t pb, config.GetInt("tokenize.piece_bytes",
+                                             static_cast<int64_t>(o.piece_bytes)));
+  if (pb < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", config.source(), ": key 'tokenize.piece_bytes': must be >= 0"));
+  }
+  o.piece_bytes = static_cast<uint64_t>(pb);
+  return o;
+}
+
+size_t FindCut(std::string_view text, size_t target) {
+  auto ok = [&](size_t i) {
+    return i > 0 && i + 1 < text.size() && text[i] == ' ' && IsPrintableAscii(text[i - 1]) &&
+           IsPrintableAscii(text[i + 1]);
+  };
+  if (target >= text.size()) return std::string_view::npos;
+  for (size_t i = target; i > target / 2; --i) {
+    if (ok(i)) return i;
+  }
+  size_t hi = std::min(text.size(), target * 4);
+  for (size_t i = target + 1; i < hi; ++i) {
+    if (ok(i)) return i;
+  }
+  return std::string_view::npos;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string model_bytes,
+                                                                std::string source) {
+  auto t = std::unique_ptr<Tokenizer>(new Tokenizer());
+  t->sp_ = std::make_unique<internal::Spm>();
+  internal::SpmStatus s = t->sp_->Load(model_bytes);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a loadable SentencePiece model (", s.message, ")"));
+  }
+  if (t->sp_->PieceSize() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": SentencePiece model has no pieces"));
+  }
+  ProtoFacts f = ReadFacts(model_bytes);
+  static const char* const kTypes[] = {"unknown", "unigram", "bpe", "word", "char"};
+  t->model_type_ = (f.model_type >= 1 && f.model_type <= 4) ? kTypes[f.model_type] : "unknown";
+  bool cut = f.add_dummy_prefix && f.escape_whitespaces && !f.treat_whitespace_as_suffix;
+  const std::string kSpace = "\xe2\x96\x81";  // U+2581
+  for (int id = 0; cut && id < t->sp_->PieceSize(); ++id) {
+    const std::string p = t->sp_->IdToPiece(id);
+    for (size_t pos = p.find(kSpace, 1); pos != std::string::npos; pos = p.find(kSpace, pos + 3)) {
+      if (pos < 3 || p.compare(pos - 3, 3, kSpace) != 0) {
+        cut = false;
+        break;
+      }
+    }
+  }
+  t->can_cut_ = cut;
+  t->model_bytes_ = std::move(model_bytes);
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::string& path) {
+  auto bytes = ReadFileToString(env, path);
+  if (!bytes.ok()) {
+    return Annotate(bytes.status(), absl::StrCat("tokenizer model ", path));
+  }
+  return FromBytes(std::move(*bytes), path);
+}
+
+Tokenizer::~Tokenizer() = default;
+
+absl::Status Tokenizer::EncodeRaw(std::string_view text, std::vector<int>* ids) const {
+  std::vector<int> out;
+  RETURN_IF_ERROR(FromSpm(sp_->Encode(text, &out), "SentencePiece Encode"));
+  ids->insert(ids->end(), out.begin(), out.end());
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Encode(std::string_view text, const EncodeOptions& options,
+                               std::vector<int>* ids) const {
+  ids->clear();
+  if (options.add_bos && bos_id() >= 0) ids->push_back(bos_id());
+  if (!can_cut_ || options.piece_bytes == 0 || text.size() <= options.piece_bytes) {
+    RETURN_IF_ERROR(EncodeRaw(text, ids));
+  } else {
+    std::string_view rest = text;
+    while (true) {
+      size_t cut = rest.size() > options.piece_bytes ? FindCut(rest, options.piece_bytes)
+                                                      : std::string_view::npos;
+      if (cut == std::string_view::npos) {
+        RETURN_IF_ERROR(EncodeRaw(rest, ids));
+        break;
+      }
+      RETURN_IF_ERROR(EncodeRaw(rest.substr(0, cut), ids));
+      rest.remove_prefix(cut + 1);  // the dummy prefix stands for the space
+    }
+  }
+  if (options.add_eos && eos_id() >= 0) ids->push_back(eos_id());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(const std::vector<int>& ids) const {
+  for (int id : ids) {
+    if (id < 0 || id >= vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary"));
+    }
+  }
+  std::string out;
+  RETURN_IF_ERROR(FromSpm(sp_->Decode(ids, &out), "SentencePiece Decode"));
+  return out;
+}
+
+int Tokenizer::vocab_size() const { return sp_->PieceSize(); }
+int Tokenizer::bos_id() const { return sp_->bos_id(); }
+int Tokenizer::eos_id() const { return sp_->eos_id(); }
+int Tokenizer::pad_id() const { return sp_->pad_id(); }
+int Tokenizer::unk_id() const { return sp_->unk_id(); }
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+absl::StatusOr<TrainOptions> TrainOptions::FromConfig(const Config& c) {
+  TrainOptions o;
+  ASSIGN_OR_RETURN(o.model_type, c.GetString("tokenizer.model_type", o.model_type));
+  if (o.model_type != "bpe" && o.model_type != "unigram" && o.model_type != "word" &&
+      o.model_type != "char") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(), ": key 'tokenizer.model_type': expected bpe|unigram|word|char, got '",
+        o.model_type, "'"));
+  }
+  ASSIGN_OR_RETURN(int64_t vs, c.RequireInt("tokenizer.vocab_size"));
+  if (vs < 8 || vs > (1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(), ": key 'tokenizer.vocab_size': must be in [8, 16777216], got ", vs));
+  }
+  o.vocab_size = static_cast<int>(vs);
+  ASSIGN_OR_RETURN(o.character_coverage,
+                   c.GetDouble("tokenizer.character_coverage", o.character_coverage));
+  if (!(o.character_coverage > 0 && o.character_coverage <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(), ": key 'tokenizer.character_coverage': must be in (0, 1]"));
+  }
+  ASSIGN_OR_RETURN(o.byte_fallback, c.GetBool("tokenizer.byte_fallback", o.byte_fallback));
+  ASSIGN_OR_RETURN(o.user_defined_symbols, c.GetStringList("tokenizer.user_defined_symbols", {}));
+  ASSIGN_OR_RETURN(o.control_symbols, c.GetStringList("tokenizer.control_symbols", {}));
+  ASSIGN_OR_RETURN(o.normalization_rule_name,
+                   c.GetString("tokenizer.normalization", o.normalization_rule_name));
+  ASSIGN_OR_RETURN(o.add_dummy_prefix, c.GetBool("tokenizer.add_dummy_prefix", o.add_dummy_prefix));
+  ASSIGN_OR_RETURN(o.split_digits, c.GetBool("tokenizer.split_digits", o.split_digits));
+  ASSIGN_OR_RETURN(int64_t iss, c.GetInt("tokenizer.input_sentence_size",
+                                         static_cast<int64_t>(o.input_sentence_size)));
+  ASSIGN_OR_RETURN(int64_t msl, c.GetInt("tokenizer.max_sentence_length",
+                                         static_cast<int64_t>(o.max_sentence_length)));
+  if (iss < 0 || msl <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(),
+        ": keys 'tokenizer.input_sentence_size' (>= 0) / 'tokenizer.max_sentence_length' (> 0)"));
+  }
+  o.input_sentence_size = static_cast<uint64_t>(iss);
+  o.max_sentence_length = static_cast<uint64_t>(msl);
+  ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
+  if (seed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", c.source(), ": key 'seed': must be >= 0"));
+  }
+  o.seed = static_cast<uint64_t>(seed);
+  for (auto [key, dst] : {std::pair{"tokenizer.bos_id", &o.bos_id},
+                          std::pair{"tokenizer.eos_id", &o.eos_id},
+                          std::pair{"tokenizer.unk_id", &o.unk_id},
+                          std::pair{"tokenizer.pad_id", &o.pad_id}}) {
+    ASSIGN_OR_RETURN(int64_t v, c.GetInt(key, *dst));
+    if (v < -1 || v >= o.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config ", c.source(), ": key '", key, "': out of range"));
+    }
+    *dst = static_cast<int>(v);
+  }
+  return o;
+}
+
+std::string TrainReport::ToJson() const {
+  JsonWriter w(0);
+  w.BeginObject().Field("documents", documents).Field("documents_rejected", documents_rejected);
+  w.Field("sentences_seen", sentences_seen).Field("sentences_used", sentences_used);
+  w.Field("model_bytes", model_bytes).EndObject();
+  return w.Take();
+}
+
+
+absl::StatusOr<TrainReport> TrainTokenizer(Env* env, const std::vector<std::string>& inputs,
+                                           const std::string& model_path,
+                                           const TrainOptions& options, bool progress) {
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
+  uint64_t total = 0;
+  for (const auto& f : files) total += f.size;
+  Progress prog("train-tok", total, Progress::Unit::kBytes, !progress);
+  TrainReport report;
+  Rng rng(options.seed);
+  std::vector<std::string> sample;
+  const uint64_t cap = options.input_sentence_size;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    InputSplit split;
+    split.file_index = fi;
+    split.bytes = files[fi].size;
+    ASSIGN_OR_RETURN(auto reader, OpenRecordReader(env, files[fi], split, InputOptions{}));
+    Document doc;
+    uint64_t last = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+      if (!more) break;
+      prog.Add(reader->bytes_consumed() - last);
+      last = reader->bytes_consumed();
+      ++report.documents;
+      if (!doc.error.empty()) {
+        ++report.documents_rejected;
+        continue;
+      }
+      std::string_view text = doc.text;
+      while (!text.empty()) {
+        size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        if (line.empty() || line.size() > options.max_sentence_length) continue;
+        ++report.sentences_seen;
+        if (cap == 0 || sample.size() < cap) {
+          sample.emplace_back(line);
+        } else {
+          uint64_t j = rng.Uniform(report.sentences_seen);
+          if (j < cap) sample[j].assign(line);
+        }
+      }
+    }
+  }
+  prog.Finish();
+  if (sample.empty()) {
+    return absl::InvalidArgumentError("tokenizer training: the inputs hold no text");
+  }
+  report.sentences_used = sample.size();
+  std::vector<std::pair<std::string, std::string>> kw = {
+      {"model_type", options.model_type},
+      {"vocab_size", absl::StrCat(options.vocab_size)},
+      {"character_coverage", absl::StrCat(options.character_coverage)},
+      {"byte_fallback", options.byte_fallback ? "true" : "false"},
+      {"normalization_rule_name", options.normalization_rule_name},
+      {"add_dummy_prefix", options.add_dummy_prefix ? "true" : "false"},
+      {"split_digits", options.split_digits ? "true" : "false"},
+      {"input_sentence_size", "0"},
+      {"shuffle_input_sentence", "false"},
+      {"max_sentence_length", absl::StrCat(options.max_sentence_length)},
+      {"num_threads", "1"},
+      {"bos_id", absl::StrCat(options.bos_id)},
+      {"eos_id", absl::StrCat(options.eos_id)},
+      {"unk_id", absl::StrCat(options.unk_id)},
+      {"pad_id", absl::StrCat(options.pad_id)},
+  };
+  if (!options.user_defined_symbols.empty()) {
+    kw.emplace_back("user_defined_symbols", absl::StrJoin(options.user_defined_symbols, ","));
+  }
+  if (!options.control_symbols.empty()) {
+    kw.emplace_back("control_symbols", absl::StrJoin(options.control_symbols, ","));
+  }
+  std::string model;
+  RETURN_IF_ERROR(FromSpm(internal::SpmTrain(kw, sample, static_cast<unsigned int>(options.seed),
+                                             model_path + ".train.log", &model),
+                          "SentencePiece training"));
+  report.model_bytes = model.size();
+  RETURN_IF_ERROR(WriteFileAtomic(env, model_path, model));
+  return report;
+}
+
+}  // namespace grist::tokenize

@@ -1,0 +1,108 @@
+// `grist build`, `grist verify`, `grist inspect`: the release builder and its checks. Thin: flags ->
+// release/ API.
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/status_macros.h"
+#include "release/release.h"
+#include "tools/command.h"
+
+namespace grist::tools {
+namespace {
+
+Runner SetupBuild(CLI::App* app) {
+  struct F {
+    CommonFlags common;
+    release::BuildOptions o;
+  };
+  auto f = std::make_shared<F>();
+  app->add_option("--config", f->o.config_path, "Release config (e.g. configs/v1.0.toml)")
+      ->required();
+  app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
+  app->add_flag("--restart", f->o.restart, "Discard completed stages and rebuild everything");
+  app->add_option("--stage", f->o.stage,
+                  "Run one stage only (tokenizer, tokenize, tokenize-merge, pack), for job arrays: "
+                  "see scripts/slurm/ and docs/slurm.md");
+  AddCommonFlags(app, &f->common, /*with_tasks=*/true);
+  return [f]() -> absl::Status {
+    if (f->o.stage == "tokenize") {
+      RETURN_IF_ERROR(ResolveTasks(&f->common));
+      f->o.run.task = f->common.task;
+      f->o.run.tasks = f->common.tasks;
+    } else if (f->common.task >= 0 || f->common.tasks >= 0) {
+      return absl::InvalidArgumentError("--task/--tasks go with --stage tokenize only");
+    }
+    f->o.run.threads = f->common.threads;
+    f->o.run.progress = !f->common.quiet;
+    ASSIGN_OR_RETURN(auto rep, release::BuildRelease(Env::Default(), f->o));
+    if (!f->o.stage.empty() && f->o.stage != "pack") {
+      const release::StageSummary& s = rep.stages.back();
+      std::printf("stage %s done%s%s: %llu documents in, %llu out, %llu tokens, %.2f s\n",
+                  f->o.stage.c_str(), s.note.empty() ? "" : " ", s.note.c_str(),
+                  static_cast<unsigned long long>(s.docs_in),
+                  static_cast<unsigned long long>(s.docs_out),
+                  static_cast<unsigned long long>(s.tokens), rep.seconds);
+      return MaybeWriteJson(f->common, rep.ToJson());
+    }
+    std::printf("%s", rep.Table().c_str());
+    return MaybeWriteJson(f->common, rep.ToJson());
+  };
+}
+
+Runner SetupVerify(CLI::App* app) {
+  struct F {
+    CommonFlags common;
+    std::string dir;
+  };
+  auto f = std::make_shared<F>();
+  app->add_option("dir", f->dir, "Release folder")->required();
+  app->add_option("--json", f->common.json_path, "Write the result as JSON to FILE");
+  return [f]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto rep, release::VerifyRelease(Env::Default(), f->dir));
+    JsonWriter w(2);
+    w.BeginObject().Field("ok", rep.ok()).Field("files_checked", rep.files_checked);
+    w.Field("bytes_checked", rep.bytes_checked).Key("problems").BeginArray();
+    for (const auto& p : rep.problems) w.String(p);
+    w.EndArray().EndObject();
+    RETURN_IF_ERROR(MaybeWriteJson(f->common, w.str()));
+    for (const auto& p : rep.problems) std::fprintf(stderr, "BAD %s\n", p.c_str());
+    if (!rep.ok()) {
+      return absl::DataLossError(absl::StrCat(f->dir, ": ", rep.problems.size(),
+                                              " problem(s); first: ", rep.problems.front()));
+    }
+    std::printf("OK %s: %llu files, %llu bytes, every checksum matches\n", f->dir.c_str(),
+                static_cast<unsigned long long>(rep.files_checked),
+                static_cast<unsigned long long>(rep.bytes_checked));
+    return absl::OkStatus();
+  };
+}
+
+Runner SetupInspect(CLI::App* app) {
+  struct F {
+    std::string dir;
+    release::InspectOptions o;
+  };
+  auto f = std::make_shared<F>();
+  app->add_option("dir", f->dir, "Release folder")->required();
+  app->add_option("--sample", f->o.sample, "Decode this sample (split-global index) to text");
+  app->add_option("--split", f->o.split, "train or validation (default train)");
+  app->add_option("--top", f->o.top_tokens, "How many frequent tokens to list");
+  return [f]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::string text, release::InspectRelease(Env::Default(), f->dir, f->o));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return absl::OkStatus();
+  };
+}
+
+GRIST_REGISTER_COMMAND(build, "build",
+                       "Build a release: clean -> dedup -> tokenize -> pack -> shard", SetupBuild);
+GRIST_REGISTER_COMMAND(verify, "verify", "Check a release's structure, sizes and checksums",
+                       SetupVerify);
+GRIST_REGISTER_COMMAND(inspect, "inspect",
+                       "Summarize a release: manifest, histograms, decode a sample", SetupInspect);
+
+}  // namespace
+}  // namespace grist::tools

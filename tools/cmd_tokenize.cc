@@ -1,0 +1,102 @@
+// `grist tokenize train|encode`: train the locked SentencePiece tokenizer; encode documents to
+// Megatron MMIDIDX token files. Thin: flags -> tokenize/ API.
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "tokenize/encode.h"
+#include "tokenize/tokenizer.h"
+#include "tools/command.h"
+
+namespace grist::tools {
+namespace {
+
+struct TokenizeFlags {
+  CommonFlags common;
+  std::string config;
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string model;
+  int vocab_size = 0;
+  std::string model_type;
+  int64_t seed = -1;
+  bool no_eos = false, bos = false;
+};
+
+Runner Setup(CLI::App* app) {
+  auto f = std::make_shared<TokenizeFlags>();
+  app->require_subcommand(1);
+  CLI::App* train = app->add_subcommand("train", "Train the SentencePiece tokenizer on documents");
+  train->add_option("--config", f->config, "Release config (reads [tokenizer] and seed)");
+  train->add_option("--input", f->inputs, "Input files or folders (default: the config's inputs)");
+  train->add_option("--output", f->output, "Where to write the model (e.g. tokenizer.model)")
+      ->required();
+  train->add_option("--vocab-size", f->vocab_size, "Override tokenizer.vocab_size");
+  train->add_option("--model-type", f->model_type, "Override tokenizer.model_type (bpe|unigram)");
+  train->add_option("--seed", f->seed, "Override the config's seed");
+  AddCommonFlags(train, &f->common, /*with_tasks=*/false);
+
+  CLI::App* encode = app->add_subcommand(
+      "encode", "Encode documents to MMIDIDX .bin/.idx (one sequence per document)");
+  encode->add_option("--model", f->model, "SentencePiece model")->required();
+  encode->add_option("--input", f->inputs, "Input files or folders")->required();
+  encode->add_option("--output", f->output, "Output folder")->required();
+  encode->add_option("--config", f->config, "Config for [tokenize] (add_bos, add_eos, piece_bytes)");
+  encode->add_flag("--bos", f->bos, "Prepend BOS to every document");
+  encode->add_flag("--no-eos", f->no_eos, "Do not append EOS");
+  AddCommonFlags(encode, &f->common, /*with_tasks=*/true);
+
+  return [f, train, encode]() -> absl::Status {
+    Env* env = Env::Default();
+    Config config;
+    if (!f->config.empty()) {
+      ASSIGN_OR_RETURN(config, Config::FromFile(env, f->config));
+    }
+    if (train->parsed()) {
+      if (f->vocab_size > 0) config.SetInt("tokenizer.vocab_size", f->vocab_size);
+      if (!f->model_type.empty()) config.SetString("tokenizer.model_type", f->model_type);
+      if (f->seed >= 0) config.SetInt("seed", f->seed);
+      if (!config.Has("seed")) config.SetInt("seed", 0);
+      ASSIGN_OR_RETURN(auto opts, tokenize::TrainOptions::FromConfig(config));
+      std::vector<std::string> inputs = f->inputs;
+      if (inputs.empty()) {
+        ASSIGN_OR_RETURN(inputs, config.RequireStringList("inputs.paths"));
+      }
+      ASSIGN_OR_RETURN(auto rep, tokenize::TrainTokenizer(env, inputs, f->output, opts,
+                                                          !f->common.quiet));
+      std::printf("trained %s tokenizer (%d pieces) on %llu sentences of %llu documents -> %s\n",
+                  opts.model_type.c_str(), opts.vocab_size,
+                  static_cast<unsigned long long>(rep.sentences_used),
+                  static_cast<unsigned long long>(rep.documents), f->output.c_str());
+      return MaybeWriteJson(f->common, rep.ToJson());
+    }
+    RETURN_IF_ERROR(ResolveTasks(&f->common));
+    ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
+    opts.model_path = f->model;
+    if (f->bos) opts.encode.add_bos = true;
+    if (f->no_eos) opts.encode.add_eos = false;
+    RunOptions run;
+    run.threads = f->common.threads;
+    run.task = f->common.task;
+    run.tasks = f->common.tasks;
+    run.progress = !f->common.quiet;
+    ASSIGN_OR_RETURN(auto rep, tokenize::RunEncode(env, f->inputs, f->output, opts, run));
+    std::printf("%llu documents -> %llu sequences, %llu tokens (%llu rejected) in %.2f s: %.1f MB/s -> %s\n",
+                static_cast<unsigned long long>(rep.counts.docs_in),
+                static_cast<unsigned long long>(rep.counts.docs_out),
+                static_cast<unsigned long long>(rep.tokens),
+                static_cast<unsigned long long>(rep.counts.docs_rejected), rep.seconds,
+                rep.seconds > 0 ? rep.counts.bytes_in / rep.seconds / 1e6 : 0.0,
+                rep.output_prefix.c_str());
+    return MaybeWriteJson(f->common, rep.ToJson());
+  };
+}
+
+GRIST_REGISTER_COMMAND(tokenize, "tokenize", "Train the tokenizer or encode documents to tokens",
+                       Setup);
+
+}  // namespace
+}  // namespace grist::tools

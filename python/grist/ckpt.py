@@ -70,6 +70,8 @@ lib.grist_ckpt_list.argtypes = [_S, _c.POINTER(_S)]
 lib.grist_ckpt_verify.argtypes = [_S]
 lib.grist_ckpt_step_from_name.argtypes = [_S, _c.POINTER(_c.c_int64)]
 lib.grist_ckpt_load.argtypes = [_S, _c.c_int, _c.c_int, _c.c_int, _c.POINTER(_P), _c.POINTER(_S)]
+lib.grist_ckpt_load_wait_data.argtypes = [_P, _c.c_uint64]
+lib.grist_ckpt_load_finish.argtypes = [_P, _c.POINTER(_c.c_int)]
 lib.grist_ckpt_load_free.argtypes = [_P]
 lib.grist_ckpt_load_free.restype = None
 
@@ -445,7 +447,24 @@ def load(path, *, device="cpu", rank=None, verify=True, direct=True):
     owner = _Loaded(handle)
     _, from_code = _dtype_tables()
     device = torch.device(device)
+    on_host = device.type == "cpu"
     tensors = {}
+    try:
+        _load_tensors(torch, path, info, handle, owner, from_code, device, on_host, tensors)
+        pinned = _c.c_int()
+        check(lib.grist_ckpt_load_finish(handle, _c.byref(pinned)))  # verification
+    finally:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # no copy may still read the buffer when it is freed
+    structure = info["file_metadata"].get("structure")
+    if structure is None:
+        return tensors
+    return _unflatten(json.loads(structure), tensors)
+
+
+def _load_tensors(torch, path, info, handle, owner, from_code, device, on_host, tensors):
+    # Tensors arrive in file order; each is copied to the device as soon as its bytes are in, while
+    # later ones are still being read. Nothing is returned before every checksum verified.
     for t in info["tensors"]:
         code = t["dtype"]
         if code not in from_code:
@@ -455,18 +474,14 @@ def load(path, *, device="cpu", rank=None, verify=True, direct=True):
         if t["nbytes"] == 0:
             x = torch.empty(t["shape"], dtype=dt)
         else:
+            if not on_host:
+                check(lib.grist_ckpt_load_wait_data(handle, t["offset"] + t["nbytes"]))
             buf = (_c.c_uint8 * t["nbytes"]).from_address(info["data"] + t["offset"])
             buf._grist_owner = owner  # keeps the native buffer alive while the tensor lives
             x = torch.frombuffer(buf, dtype=dt).reshape(t["shape"])
-        if device.type != "cpu":
+        if not on_host:
             x = x.to(device, non_blocking=bool(info["pinned"]))
         tensors[t["name"]] = x
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    structure = info["file_metadata"].get("structure")
-    if structure is None:
-        return tensors
-    return _unflatten(json.loads(structure), tensors)
 
 
 class _Loaded:

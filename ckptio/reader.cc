@@ -234,7 +234,7 @@ absl::StatusOr<std::unique_ptr<StreamingRead>> StreamingRead::Start(const std::s
   f->buffer_ = static_cast<char*>(p);
 #if GRIST_CKPTIO_CUDA
   if (options.pin_for_cuda && CudaAvailable()) {
-    f->pinned_ = cudaHostRegister(f->buffer_, f->capacity_, cudaHostRegisterDefault) == cudaSuccess;
+    f->pinned_ = cudaHostRegister(f->buffer_, f->capacity_, cudaHostRegisterPortable) == cudaSuccess;
   }
 #endif
   StreamingRead* self = sr.get();

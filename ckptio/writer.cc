@@ -229,7 +229,7 @@ absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
   ++arena_generation_;
 #if GRIST_CKPTIO_CUDA
   if (options_.pin_for_cuda && CudaAvailable()) {
-    cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterDefault) == cudaSuccess;
+    cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterPortable) == cudaSuccess;
   }
 #endif
   return absl::OkStatus();

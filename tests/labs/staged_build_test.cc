@@ -84,7 +84,7 @@ class StagedBuildTest : public ::testing::Test {
         "split_digits = true\nuser_defined_symbols = []\ncontrol_symbols = []\n"
         "input_sentence_size = 100000\nmax_sentence_length = 16384\n"
         "unk_id = 0\nbos_id = 1\neos_id = 2\npad_id = 3\n"
-        "[tokenize]\nadd_bos = false\nadd_eos = true\npiece_bytes = 1048576\n"
+        "[tokenize]\nadd_bos = false\nadd_eos = true\npiece_bytes = 1048576\nsplit_bytes = 8192\n"
         "[pack]\nseq_len = 64\nstrategy = \"bestfit\"\nbestfit_window_tokens = 65536\n"
         "[split]\nvalidation_fraction = 0.1\n[shard]\nmax_bytes = 16384\n";
     ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp_.Join("c.toml"), config).ok());
@@ -107,6 +107,13 @@ TEST_F(StagedBuildTest, ThreeTasksInAnyOrderGiveTheSameBytesAsOneBuild) {
     r = Grist(Build("staged", "--stage tokenize --task " + std::to_string(task) + " --tasks 3"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("task " + std::to_string(task) + " of 3"));
+  }
+  // Every task got a share of the corpus (split_bytes is small), so the merge really joins parts.
+  for (int task = 0; task < 3; ++task) {
+    auto size = Env::Default()->GetFileSize(
+        tmp_.Join("staged.work/tokens/tokens-0000" + std::to_string(task) + "-of-00003.bin"));
+    ASSERT_TRUE(size.ok()) << size.status();
+    EXPECT_GT(*size, 1000u) << "task " << task;
   }
   r = Grist(Build("staged", "--stage tokenize-merge"));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -218,7 +218,9 @@ absl::Status RunAll(const AllFlags& flags) {
       auto log = ReadFileToString(env, JoinPath(o.output_dir, absl::StrCat(out.name, "/log.txt")));
       absl::StrAppend(&md, "\n**", out.status, "**", out.detail.empty() ? "" : ": ",
                       out.detail.empty() ? "" : LastLines(out.detail, 1), "\n\n```\n",
-                      log.ok() ? LastLines(*log, 15) : "(no log)", "\n```\n");
+                      log.ok() && !LastLines(*log, 15).empty() ? LastLines(*log, 15)
+                                                               : "(the log is empty)",
+                      "\n```\n");
     }
   }
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(o.output_dir, "index.md"), md));

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "bench/registry.h"
+#include "bench/sweep_driver.h"
 #include "tools/command.h"
 
 namespace grist::tools {
@@ -22,6 +23,11 @@ Runner Setup(CLI::App* app) {
       if (sub->parsed()) {
         absl::Status fault = bench::MaybeInjectFault(sub->get_name());
         if (!fault.ok()) return fault;
+        // --sweep over one of the bench's own flags: the harness re-runs it per value.
+        if (auto driven = bench::MaybeDriveSweep(
+                sub, bench::BenchArgsOfThisProcess(sub->get_name()))) {
+          return *driven;
+        }
         return run();
       }
     }

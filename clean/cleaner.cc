@@ -106,31 +106,6 @@ inline size_t DecodeUtf8(const uint8_t* p, const uint8_t* end, int32_t* cp) {
   return need + 1;
 }
 
-inline void AppendUtf8(std::string* out, int32_t cp) {
-  char buf[4];
-  size_t n;
-  if (cp < 0x80) {
-    buf[0] = static_cast<char>(cp);
-    n = 1;
-  } else if (cp < 0x800) {
-    buf[0] = static_cast<char>(0xC0 | (cp >> 6));
-    buf[1] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 2;
-  } else if (cp < 0x10000) {
-    buf[0] = static_cast<char>(0xE0 | (cp >> 12));
-    buf[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[2] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 3;
-  } else {
-    buf[0] = static_cast<char>(0xF0 | (cp >> 18));
-    buf[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    buf[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[3] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 4;
-  }
-  out->append(buf, n);
-}
-
 inline bool IsUnicodeSpace(int32_t cp) {
   return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F ||
          cp == 0x205F || cp == 0x3000;
@@ -362,11 +337,6 @@ class CountTable {
   size_t mask_ = 0;
   uint32_t gen_ = 0;
 };
-
-inline uint64_t Mix(uint64_t h, uint64_t w) {
-  h ^= w + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0xBF58476D1CE4E5B9ull;
-}
 
 inline bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;

@@ -14,7 +14,7 @@ cmake --build "$BUILD" -j "$JOBS" --target grist
 
 if [[ ! -d .demo/corpus ]]; then
   if [[ -x scripts/make_demo_corpus.sh ]]; then
-    scripts/make_demo_corpus.sh
+    scripts/make_demo_corpus.sh .demo/corpus
   else
     echo "demo.sh: .demo/corpus is missing and scripts/make_demo_corpus.sh is not in this tree" >&2
     exit 1

@@ -13,7 +13,7 @@ PACKAGES=(
   # Python side (Debian's python3, not a pyenv one) and peers for the benchmarks
   python3 python3-dev python3-numpy python3-torch python3-sentencepiece fio
   # the embedded default corpus is assembled from these public-domain texts
-  fortunes fortunes-de fortunes-es fortunes-it bible-kjv-text dict-gcide
+  fortunes fortunes-de fortunes-es fortunes-it bible-kjv bible-kjv-text dict-gcide
 )
 if [[ -n "${GRIST_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$GRIST_EXTRA_PACKAGES"

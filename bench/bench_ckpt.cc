@@ -1,0 +1,474 @@
+// `grist bench ckpt`: checkpoint write throughput, write amplification and the time the caller is
+// blocked, beside the peers measured in the same run on the same directory: fio with O_DIRECT and
+// io_uring (the disk's ceiling), plain buffered write()+fsync, torch.save (+fsync) through
+// /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep prints
+// a table over queue depths and block sizes for the week-13 lab.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/registry.h"
+#include "ckptio/checkpoint.h"
+#include "ckptio/write_amp.h"
+#include "ckptio/writer.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+
+namespace grist::bench {
+namespace {
+
+namespace ck = grist::ckptio;
+
+struct CkptFlags {
+  Options options;
+  std::string dir;
+  std::string size = "1G";
+  std::string mode = "direct";
+  int queue_depth = 16;
+  std::string block_size = "4M";
+  int threads = 1;
+  int files = 1;
+  int tensors = 16;
+  bool async = false;
+  bool sweep = false;
+  std::string sweep_qd = "1,4,16,64";
+  std::string sweep_bs = "256K,1M,4M,16M";
+  bool no_peers = false;
+  std::string python = "/usr/bin/python3";
+};
+
+absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
+  if (s.empty()) return absl::InvalidArgumentError("empty size");
+  uint64_t mult = 1;
+  std::string num = s;
+  switch (s.back()) {
+    case 'K': case 'k': mult = 1ull << 10; num.pop_back(); break;
+    case 'M': case 'm': mult = 1ull << 20; num.pop_back(); break;
+    case 'G': case 'g': mult = 1ull << 30; num.pop_back(); break;
+    default: break;
+  }
+  uint64_t v;
+  if (!absl::SimpleAtoi(num, &v) || v == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", s, "' (use e.g. 4096, 512M, 4G)"));
+  }
+  return v * mult;
+}
+
+std::string Human(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return absl::StrCat(b >> 30, " GiB");
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return absl::StrCat(b >> 20, " MiB");
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return absl::StrCat(b >> 10, " KiB");
+  return absl::StrCat(b, " B");
+}
+
+// The checkpoint's host tensors: `files` shards of `tensors` tensors, deterministic bytes, touched
+// once (first touch is slow on these VMs) and reused by every run.
+struct HostState {
+  char* base = nullptr;
+  uint64_t bytes = 0;
+  std::vector<std::vector<ck::HostTensor>> files;
+  ~HostState() {
+    if (base) ::munmap(base, bytes);
+  }
+};
+
+absl::Status MakeState(uint64_t size, int files, int tensors, HostState* st) {
+  st->bytes = size;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return ErrnoError(errno, "allocating the benchmark state");
+  (void)::madvise(p, size, MADV_HUGEPAGE);
+  st->base = static_cast<char*>(p);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto* w = reinterpret_cast<uint64_t*>(st->base);
+  for (uint64_t i = 0; i < size / 8; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w[i] = x;
+  }
+  const uint64_t per_file = size / files;
+  uint64_t off = 0;
+  for (int f = 0; f < files; ++f) {
+    std::vector<ck::HostTensor> ts;
+    const uint64_t fbytes = f + 1 == files ? size - off : per_file;
+    const uint64_t per_tensor = fbytes / tensors / 4 * 4;
+    uint64_t used = 0;
+    for (int t = 0; t < tensors; ++t) {
+      uint64_t n = t + 1 == tensors ? fbytes - used : per_tensor;
+      ck::HostTensor h;
+      h.spec = {absl::StrCat("layers.", t, ".weight"), n % 4 == 0 ? ck::DType::kF32 : ck::DType::kU8,
+                {static_cast<int64_t>(n % 4 == 0 ? n / 4 : n)}};
+      h.data = st->base + off + used;
+      ts.push_back(h);
+      used += n;
+    }
+    off += fbytes;
+    st->files.push_back(std::move(ts));
+  }
+  return absl::OkStatus();
+}
+
+struct RunResult {
+  double total_s = 0;     // start to published
+  double blocked_s = 0;   // caller blocked (snapshot) with --async; = total otherwise
+  ck::WriteAmp wa;
+  std::vector<std::string> notes;
+};
+
+// One checkpoint save of every file (one FileWriter per file, `threads` at a time), published.
+absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
+                                   std::vector<std::unique_ptr<ck::FileWriter>>& writers,
+                                   const ck::WriteAmpMeter* meter_proto, int run) {
+  Env* env = Env::Default();
+  const std::string dir = JoinPath(f.dir, absl::StrCat("grist-bench-ckpt-", ::getpid(), "-", run));
+  (void)env->RemoveAll(dir);
+  ck::WriteAmpMeter meter = *meter_proto;
+  meter.Start();
+  RunResult rr;
+  Stopwatch clock;
+  RETURN_IF_ERROR(ck::PrepareCheckpointDir(env, dir));
+  const int files = static_cast<int>(st.files.size());
+  std::vector<std::unique_ptr<ck::PendingFile>> pending(files);
+  std::vector<absl::Status> errors(files);
+  std::vector<ck::FileResult> results(files);
+  std::vector<double> snap_done(files, 0);
+  // Snapshot phase: each thread takes files in turn and returns once its snapshot is in staging.
+  auto snapshot = [&](int t) {
+    for (int i = t; i < files; i += f.threads) {
+      auto p = writers[i]->Save(JoinPath(dir, ck::RankFileName(i)), st.files[i], {});
+      if (!p.ok()) {
+        errors[i] = p.status();
+        continue;
+      }
+      pending[i] = std::move(*p);
+      if (!f.async) {  // synchronous: each file durable before the next
+        auto r = pending[i]->Wait();
+        if (!r.ok()) errors[i] = r.status();
+        else results[i] = *r;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min(f.threads, files); ++t) pool.emplace_back(snapshot, t);
+  snapshot(0);
+  for (auto& t : pool) t.join();
+  rr.blocked_s = clock.Seconds();
+  ck::Manifest m;
+  m.world_size = files;
+  for (int i = 0; i < files; ++i) {
+    RETURN_IF_ERROR(errors[i]);
+    if (f.async) {
+      ASSIGN_OR_RETURN(results[i], pending[i]->Wait());
+    }
+    m.files.push_back(ck::ToManifestFile(results[i], i));
+  }
+  RETURN_IF_ERROR(ck::PublishCheckpoint(env, dir, m));
+  rr.total_s = clock.Seconds();
+  if (!f.async) rr.blocked_s = rr.total_s;
+  uint64_t logical = 0;
+  for (const auto& r : results) logical += r.size;
+  rr.wa = meter.Stop(logical);
+  rr.notes = results[0].notes;
+  if (!results[0].direct && f.mode == "direct") rr.notes.push_back("O_DIRECT not used");
+  RETURN_IF_ERROR(env->RemoveAll(dir));
+  return rr;
+}
+
+absl::StatusOr<double> BufferedPeer(const CkptFlags& f, const HostState& st, uint64_t bs) {
+  const std::string path = JoinPath(f.dir, absl::StrCat("grist-bench-buffered-", ::getpid()));
+  Stopwatch clock;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("creating ", path));
+  uint64_t off = 0;
+  while (off < st.bytes) {
+    ssize_t w = ::write(fd, st.base + off, std::min<uint64_t>(bs, st.bytes - off));
+    if (w < 0) {
+      int e = errno;
+      ::close(fd);
+      return ErrnoError(e, absl::StrCat("writing ", path));
+    }
+    off += static_cast<uint64_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError(e, absl::StrCat("fsync ", path));
+  }
+  ::close(fd);
+  double s = clock.Seconds();
+  ::unlink(path.c_str());
+  return static_cast<double>(st.bytes) / s / 1e9;
+}
+
+// fio's bandwidth (GB/s) for the same bytes, queue depth and block size with O_DIRECT + io_uring.
+absl::StatusOr<double> FioPeer(const CkptFlags& f, uint64_t size, int qd, uint64_t bs, bool direct) {
+  const std::string name = absl::StrCat("grist-bench-fio-", ::getpid());
+  std::string cmd = absl::StrFormat(
+      "fio --name=%s --directory=%s --size=%d --bs=%d --iodepth=%d --rw=write --direct=%d "
+      "--ioengine=io_uring --numjobs=%d --end_fsync=1 --fallocate=native --group_reporting "
+      "--output-format=json",
+      name, f.dir, size / f.files, bs, qd, direct ? 1 : 0, f.files);
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(cmd));
+  (void)RunCommand(absl::StrCat("rm -f ", f.dir, "/", name, ".*"));
+  if (r.exit_code != 0) return absl::UnavailableError(absl::StrCat("fio exited with ", r.exit_code));
+  size_t w = r.output.find("\"write\" : {");
+  size_t b = w == std::string::npos ? w : r.output.find("\"bw_bytes\"", w);
+  if (b == std::string::npos) return absl::UnavailableError("fio printed no write bandwidth");
+  size_t colon = r.output.find(':', b);
+  double bw = std::strtod(r.output.c_str() + colon + 1, nullptr);
+  if (bw <= 0) return absl::UnavailableError("fio reported zero bandwidth");
+  return bw / 1e9;
+}
+
+// torch.save of the same bytes (one float32 tensor per grist tensor) + fsync, GB/s per repetition.
+absl::StatusOr<std::vector<double>> TorchPeer(const CkptFlags& f, uint64_t size) {
+  const std::string path = JoinPath(f.dir, absl::StrCat("grist-bench-torch-", ::getpid(), ".pt"));
+  std::string script = absl::StrFormat(
+      "import os, sys, time\n"
+      "import torch\n"
+      "n = %d // 4 // %d\n"
+      "sd = {'layers.%%d.weight' %% i: torch.rand(n) for i in range(%d)}\n"
+      "out = []\n"
+      "for r in range(%d):\n"
+      "    t0 = time.perf_counter()\n"
+      "    with open('%s', 'wb') as fh:\n"
+      "        torch.save(sd, fh)\n"
+      "        fh.flush()\n"
+      "        os.fsync(fh.fileno())\n"
+      "    dt = time.perf_counter() - t0\n"
+      "    os.unlink('%s')\n"
+      "    if r >= %d: out.append(%d / dt / 1e9)\n"
+      "print(' '.join(repr(x) for x in out))\n",
+      size, f.tensors, f.tensors, f.options.warmup + f.options.repetitions, path, path,
+      f.options.warmup, size);
+  const std::string script_path = path + ".py";
+  RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), script_path, script));
+  auto r = RunCommand(absl::StrCat(f.python, " ", script_path));
+  ::unlink(script_path.c_str());
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return absl::UnavailableError("torch not importable by " + f.python);
+  std::vector<double> v;
+  for (absl::string_view tok : absl::StrSplit(r->output, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    double x;
+    if (absl::SimpleAtod(tok, &x)) v.push_back(x);
+  }
+  if (v.empty()) return absl::UnavailableError("torch.save printed no figure");
+  return v;
+}
+
+absl::StatusOr<double> MemcpyPeer(const HostState& st, char* dst) {
+  Stopwatch clock;
+  ck::CopyBytes(dst, st.base, st.bytes, std::min(4, std::max(1, static_cast<int>(std::thread::hardware_concurrency()))));
+  return clock.Seconds();
+}
+
+std::vector<std::unique_ptr<ck::FileWriter>> MakeWriters(const CkptFlags& f, int qd, uint64_t bs,
+                                                         bool direct) {
+  std::vector<std::unique_ptr<ck::FileWriter>> w;
+  for (int i = 0; i < f.files; ++i) {
+    ck::WriterOptions o;
+    o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
+    o.queue_depth = qd;
+    o.block_size = bs;
+    w.push_back(std::move(*ck::FileWriter::Create(o)));
+  }
+  return w;
+}
+
+absl::Status RunSweep(const CkptFlags& f, const HostState& st, const ck::WriteAmpMeter& meter, uint64_t size) {
+  std::vector<int> qds;
+  std::vector<uint64_t> bss;
+  for (absl::string_view s : absl::StrSplit(f.sweep_qd, ',')) {
+    int v;
+    if (!absl::SimpleAtoi(s, &v) || v < 1) return absl::InvalidArgumentError("bad --sweep-queue-depths");
+    qds.push_back(v);
+  }
+  for (absl::string_view s : absl::StrSplit(f.sweep_bs, ',')) {
+    ASSIGN_OR_RETURN(uint64_t v, ParseBytes(std::string(s)));
+    if (v % 4096) return absl::InvalidArgumentError("sweep block sizes must be multiples of 4096");
+    bss.push_back(v);
+  }
+  std::printf("\n| mode | queue depth | block size | grist GB/s (median) | fio GB/s | grist/fio | write amp (device) |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  int run = 1000;
+  for (bool direct : {true, false}) {
+    for (int qd : qds) {
+      for (uint64_t bs : bss) {
+        auto writers = MakeWriters(f, qd, bs, direct);
+        std::vector<double> gbps, wa;
+        for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
+          ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
+          if (r < f.options.warmup) continue;
+          gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
+          wa.push_back(rr.wa.device_ratio());
+        }
+        Stats ours = Stats::Of(gbps);
+        Stats w = Stats::Of(wa);
+        std::string fio = "n/a", ratio = "n/a";
+        if (!f.no_peers && HaveProgram("fio")) {
+          auto p = FioPeer(f, size, qd, bs, direct);
+          if (p.ok()) {
+            fio = absl::StrFormat("%.3f", *p);
+            ratio = absl::StrFormat("%.2f", ours.median / *p);
+          }
+        }
+        std::printf("| %s | %d | %s | %.3f | %s | %s | %.3f |\n", direct ? "direct" : "buffered", qd,
+                    Human(bs).c_str(), ours.median, fio.c_str(), ratio.c_str(), w.median);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(CkptFlags f) {
+  if (f.dir.empty()) return absl::InvalidArgumentError("--dir is required");
+  if (f.mode != "direct" && f.mode != "buffered") {
+    return absl::InvalidArgumentError("--mode must be direct or buffered");
+  }
+  if (f.files < 1 || f.threads < 1 || f.tensors < 1 || f.queue_depth < 1) {
+    return absl::InvalidArgumentError("--files, --threads, --tensors and --queue-depth must be >= 1");
+  }
+  ASSIGN_OR_RETURN(uint64_t size, ParseBytes(f.size));
+  ASSIGN_OR_RETURN(uint64_t bs, ParseBytes(f.block_size));
+  if (bs % 4096) return absl::InvalidArgumentError("--block-size must be a multiple of 4096");
+  RETURN_IF_ERROR(Env::Default()->CreateDirs(f.dir));
+  ASSIGN_OR_RETURN(ck::WriteAmpMeter meter, ck::WriteAmpMeter::ForDirectory(f.dir));
+  f.options.target_dir = f.dir;
+  if (!f.options.quiet) {
+    std::fprintf(stderr, "preparing %s of tensors (first touch of fresh memory is slow)...\n",
+                 Human(size).c_str());
+  }
+  HostState st;
+  RETURN_IF_ERROR(MakeState(size, f.files, f.tensors, &st));
+
+  Report report("ckpt", f.options);
+  report.SetParam("dir", f.dir);
+  report.SetParam("file system", meter.fs_type());
+  report.SetParam("device", meter.device().empty() ? "none (network/parallel fs?)" : meter.device());
+  report.SetParam("size", Human(size));
+  report.SetParam("mode", f.mode);
+  report.SetParam("queue depth", std::to_string(f.queue_depth));
+  report.SetParam("block size", Human(bs));
+  report.SetParam("files", std::to_string(f.files));
+  report.SetParam("threads", std::to_string(f.threads));
+  report.SetParam("tensors per file", std::to_string(f.tensors));
+  report.SetParam("async", f.async ? "yes" : "no");
+
+  if (f.sweep) return RunSweep(f, st, meter, size);
+
+  auto writers = MakeWriters(f, f.queue_depth, bs, f.mode == "direct");
+  std::vector<double> gbps, blocked, dev_wa, proc_wa;
+  std::vector<std::string> notes;
+  int run = 0;
+  for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
+    ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
+    if (r < f.options.warmup) continue;
+    gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
+    blocked.push_back(rr.blocked_s);
+    dev_wa.push_back(rr.wa.device_ratio());
+    proc_wa.push_back(rr.wa.process_ratio());
+    notes = rr.notes;
+  }
+  for (const auto& n : notes) report.AddNote(n);
+
+  auto peer_or_note = [&](Figure fig, absl::StatusOr<Stats> peer) {
+    if (peer.ok()) fig.peer = *peer;
+    else fig.peer_note = std::string(peer.status().message());
+    report.AddFigure(std::move(fig));
+  };
+  Figure write{"checkpoint write", "GB/s", Stats::Of(gbps), "fio O_DIRECT io_uring (ceiling)"};
+  write.target = ">= 0.9 x fio";
+  if (f.no_peers) {
+    write.peer_note = "--no-peers";
+    report.AddFigure(write);
+  } else if (!HaveProgram("fio")) {
+    write.peer_note = "fio not installed";
+    report.AddFigure(write);
+  } else {
+    peer_or_note(write, Repeat(f.options, [&] { return FioPeer(f, size, f.queue_depth, bs, true); }));
+  }
+  Figure buffered{"checkpoint write", "GB/s", Stats::Of(gbps), "buffered write()+fsync"};
+  buffered.target = ">= 2 x buffered";
+  if (f.no_peers) {
+    buffered.peer_note = "--no-peers";
+    report.AddFigure(buffered);
+  } else {
+    peer_or_note(buffered, Repeat(f.options, [&] { return BufferedPeer(f, st, bs); }));
+  }
+  Figure torch{"checkpoint write", "GB/s", Stats::Of(gbps), "torch.save + fsync"};
+  torch.target = ">= 2 x torch.save";
+  if (f.no_peers) {
+    torch.peer_note = "--no-peers";
+    report.AddFigure(torch);
+  } else {
+    auto t = TorchPeer(f, size);
+    peer_or_note(torch, t.ok() ? absl::StatusOr<Stats>(Stats::Of(*t)) : absl::StatusOr<Stats>(t.status()));
+  }
+  Figure wa{"write amplification (device sectors / logical)", "x", Stats::Of(dev_wa), ""};
+  wa.higher_is_better = false;
+  wa.target = "<= 1.02 on ext4 (4 GiB)";
+  wa.peer_note = meter.device().empty() ? "no local block device" : "whole-device counter";
+  report.AddFigure(wa);
+  Figure pwa{"write amplification (/proc/self/io)", "x", Stats::Of(proc_wa), ""};
+  pwa.higher_is_better = false;
+  report.AddFigure(pwa);
+  if (f.async) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return ErrnoError(errno, "allocating the memcpy peer buffer");
+    std::memset(p, 0, size);
+    Figure blk{"caller blocked (--async)", "s", Stats::Of(blocked), "memcpy snapshot of the same bytes"};
+    blk.higher_is_better = false;
+    blk.target = "<= 1.2 x memcpy";
+    peer_or_note(blk, Repeat(f.options, [&] { return MemcpyPeer(st, static_cast<char*>(p)); }));
+    ::munmap(p, size);
+  }
+  return report.Finish();
+}
+
+BenchRunner Setup(CLI::App* app) {
+  auto f = std::make_shared<CkptFlags>();
+  AddBenchFlags(app, &f->options);
+  app->add_option("--dir", f->dir, "Directory to write checkpoints into (its file system is measured)")
+      ->required();
+  app->add_option("--size", f->size, "Checkpoint bytes (suffix K, M, G), split over --files")
+      ->capture_default_str();
+  app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
+      ->capture_default_str();
+  app->add_option("--queue-depth", f->queue_depth, "Writes in flight per file")->capture_default_str();
+  app->add_option("--block-size", f->block_size, "Bytes per write (multiple of 4096; K/M/G)")
+      ->capture_default_str();
+  app->add_option("--threads", f->threads, "Files snapshotted and written concurrently")
+      ->capture_default_str();
+  app->add_option("--files", f->files, "Rank files per checkpoint")->capture_default_str();
+  app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
+  app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
+  app->add_flag("--sweep", f->sweep, "Table over queue depths x block sizes, direct and buffered");
+  app->add_option("--sweep-queue-depths", f->sweep_qd, "Comma-separated queue depths for --sweep")
+      ->capture_default_str();
+  app->add_option("--sweep-block-sizes", f->sweep_bs, "Comma-separated block sizes for --sweep")
+      ->capture_default_str();
+  app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
+  app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();
+  return [f]() { return Run(*f); };
+}
+
+GRIST_REGISTER_BENCH(ckpt, "ckpt",
+                     "Checkpoint write GB/s, write amplification and blocked time vs fio, buffered, torch.save",
+                     Setup);
+
+}  // namespace
+}  // namespace grist::bench

@@ -1,0 +1,682 @@
+#include "ckptio/writer.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "ckptio/checkpoint_format.h"
+#include "ckptio/internal/io_util.h"
+#include "common/check.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+
+#if GRIST_CKPTIO_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace grist::ckptio {
+namespace {
+
+using internal::RoundDown;
+using internal::RoundUp;
+
+constexpr uint64_t kRegChunk = 1ull << 30;  // io_uring limits one registered buffer to 1 GiB
+
+struct Job;
+
+// The state shared by a PendingFile handle and the I/O thread.
+struct FileState {
+  FileLayout layout;  // written before the job is queued, then read-only
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built with ThreadSanitizer, which
+  // then cannot see absl::Mutex's synchronization; pthread-based locks it intercepts.
+  std::mutex mu;
+  std::condition_variable cv;  // ready, abort or done changed
+  uint64_t ready ABSL_GUARDED_BY(mu) = 0;
+  absl::Status abort ABSL_GUARDED_BY(mu);
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<FileResult> result ABSL_GUARDED_BY(mu) = absl::UnknownError("not finished");
+  std::atomic<bool> done_flag{false};
+};
+
+struct Job {
+  std::shared_ptr<FileState> state;
+  std::string path;
+  int fd = -1;
+  bool direct = false;
+  uint64_t align = 4096;
+  char* arena = nullptr;  // file image: header at 0, data at layout.data_start
+  Stopwatch clock;
+  std::vector<std::string> notes;
+  std::vector<uint64_t> block_hashes;
+  uint64_t header_hash = 0;
+};
+
+}  // namespace
+
+bool CudaAvailable() {
+#if GRIST_CKPTIO_CUDA
+  static const bool available = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+void CopyBytes(void* dst, const void* src, size_t n, int threads) {
+  constexpr size_t kMinPerThread = 32ull << 20;
+  if (threads <= 1 || n < 2 * kMinPerThread) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  size_t parts = std::min<size_t>(static_cast<size_t>(threads), n / kMinPerThread);
+  size_t per = RoundUp(n / parts, 4096);
+  std::vector<std::thread> pool;
+  for (size_t p = 1; p < parts; ++p) {
+    size_t b = p * per;
+    if (b >= n) break;
+    size_t e = std::min(n, b + per);
+    pool.emplace_back([=] {
+      std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b);
+    });
+  }
+  std::memcpy(dst, src, std::min(n, per));
+  for (auto& t : pool) t.join();
+}
+
+namespace {
+
+class PendingFileImpl : public PendingFile {
+ public:
+  PendingFileImpl(std::shared_ptr<FileState> state, const FileLayout* layout, char* data)
+      : state_(std::move(state)), layout_(layout), data_(data) {}  // layout_ points into state_
+  ~PendingFileImpl() override {
+    if (!state_->done_flag.load()) {
+      Abort(absl::CancelledError("checkpoint file abandoned before it was committed"));
+      (void)Wait();
+    }
+  }
+  const FileLayout& layout() const override { return *layout_; }
+  char* data() override { return data_; }
+  void MarkReady(uint64_t upto) override {
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      state_->ready = std::max(state_->ready, std::min(upto, layout_->data_len));
+    }
+    state_->cv.notify_all();
+  }
+  void Abort(absl::Status why) override {
+    {
+      std::lock_guard<std::mutex> l(state_->mu);
+      if (state_->abort.ok()) state_->abort = std::move(why);
+    }
+    state_->cv.notify_all();
+  }
+  absl::StatusOr<FileResult> Wait() override {
+    std::unique_lock<std::mutex> l(state_->mu);
+    state_->cv.wait(l, [this] { return state_->done; });
+    return state_->result;
+  }
+  bool Done() const override { return state_->done_flag.load(); }
+
+ private:
+  std::shared_ptr<FileState> state_;
+  const FileLayout* layout_;  // state_->layout
+  char* data_;
+};
+
+class FileWriterImpl : public FileWriter {
+ public:
+  explicit FileWriterImpl(const WriterOptions& o) : options_(o) {
+    if (options_.env == nullptr) options_.env = Env::Default();
+    uring_path_ = options_.env == Env::Default();
+    thread_ = std::thread([this] { IoThread(); });
+  }
+  ~FileWriterImpl() override {
+    std::shared_ptr<FileState> current;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      current = current_;
+    }
+    cv_.notify_all();
+    if (current) {
+      {
+        std::lock_guard<std::mutex> l(current->mu);
+        if (current->abort.ok() && !current->done) {
+          current->abort = absl::CancelledError("checkpoint writer destroyed before the file was committed");
+        }
+      }
+      current->cv.notify_all();
+    }
+    thread_.join();
+    FreeArena();
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingFile>> Begin(const std::string& path,
+                                                      const std::vector<TensorSpec>& specs,
+                                                      Metadata metadata) override;
+  uint64_t arena_bytes() const override { return arena_size_; }
+  const WriterOptions& options() const override { return options_; }
+
+ private:
+  void IoThread();
+  absl::Status RunJob(Job* job);
+  absl::Status RunUring(Job* job);
+  absl::Status RunEnv(Job* job);
+  void SetupRing();
+  void RegisterArena();
+  absl::Status EnsureArena(uint64_t bytes);
+  void FreeArena();
+  // Waits until the data region has `want` ready bytes (or the job is aborted); returns the ready
+  // count. With `block` false returns at once.
+  absl::StatusOr<uint64_t> Ready(Job* job, uint64_t want, bool block);
+
+  WriterOptions options_;
+  bool uring_path_ = true;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // queue_ or stop_ changed
+  std::deque<std::unique_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<FileState> current_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+
+  // Arena: touched by Begin() only while no job runs, by the I/O thread only inside a job.
+  char* arena_ = nullptr;
+  uint64_t arena_size_ = 0;
+  uint64_t arena_generation_ = 0;
+  bool cuda_pinned_ = false;
+
+  // I/O thread only.
+  bool ring_ok_ = false;
+  struct io_uring ring_;
+  unsigned ring_flags_ = 0;
+  std::string ring_note_;
+  uint64_t registered_generation_ = 0;
+  bool registered_ = false;
+  std::string register_note_;
+  int writes_completed_ = 0;
+};
+
+absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
+  bytes = RoundUp(std::max<uint64_t>(bytes, 4096), 2ull << 20);
+  if (bytes <= arena_size_) return absl::OkStatus();
+  FreeArena();
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return ErrnoError(errno, absl::StrCat("allocating a ", bytes, "-byte staging arena"));
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  arena_ = static_cast<char*>(p);
+  arena_size_ = bytes;
+  ++arena_generation_;
+#if GRIST_CKPTIO_CUDA
+  if (options_.pin_for_cuda && CudaAvailable()) {
+    cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterDefault) == cudaSuccess;
+  }
+#endif
+  return absl::OkStatus();
+}
+
+void FileWriterImpl::FreeArena() {
+  if (arena_ == nullptr) return;
+#if GRIST_CKPTIO_CUDA
+  if (cuda_pinned_) cudaHostUnregister(arena_);
+#endif
+  cuda_pinned_ = false;
+  ::munmap(arena_, arena_size_);
+  arena_ = nullptr;
+  arena_size_ = 0;
+}
+
+absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
+    const std::string& path, const std::vector<TensorSpec>& specs, Metadata metadata) {
+  if (options_.queue_depth < 1 || options_.queue_depth > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("queue depth ", options_.queue_depth, " not in [1, 4096]"));
+  }
+  if (options_.block_size < 4096 || options_.block_size % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", options_.block_size, " is not a positive multiple of 4096"));
+  }
+  std::shared_ptr<FileState> previous;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    previous = current_;
+  }
+  if (previous) {  // the arena holds one file at a time
+    std::unique_lock<std::mutex> l(previous->mu);
+    previous->cv.wait(l, [&] { return previous->done; });
+  }
+  auto job = std::make_unique<Job>();
+  job->state = std::make_shared<FileState>();
+  job->path = path;
+  uint64_t align = kDataAlign;
+  if (uring_path_) {
+    ASSIGN_OR_RETURN(internal::OpenedFile f,
+                     internal::OpenForWrite(path, options_.mode == IoMode::kDirect));
+    job->fd = f.fd;
+    job->direct = f.direct;
+    job->notes = std::move(f.notes);
+    if (f.direct) align = std::max<uint64_t>(align, f.dio_offset_align);
+  }
+  job->align = align;
+  auto layout = PlanFile(specs, std::move(metadata), options_.checksum_block, align);
+  if (!layout.ok()) {
+    if (job->fd >= 0) {
+      ::close(job->fd);
+      ::unlink(path.c_str());
+    }
+    return layout.status();
+  }
+  job->state->layout = std::move(*layout);
+  const uint64_t image = RoundUp(job->state->layout.file_size, align);
+  if (absl::Status s = EnsureArena(image); !s.ok()) {
+    if (job->fd >= 0) {
+      ::close(job->fd);
+      ::unlink(path.c_str());
+    }
+    return s;
+  }
+  job->arena = arena_;
+  std::memset(arena_ + job->state->layout.file_size, 0, image - job->state->layout.file_size);
+  auto handle = std::make_unique<PendingFileImpl>(job->state, &job->state->layout,
+                                                  arena_ + job->state->layout.data_start);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    current_ = job->state;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  return std::unique_ptr<PendingFile>(std::move(handle));
+}
+
+void FileWriterImpl::IoThread() {
+  SetupRing();
+  while (true) {
+    std::unique_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) break;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    absl::Status s = RunJob(job.get());
+    absl::StatusOr<FileResult> result = absl::UnknownError("unset");
+    if (!s.ok()) result = s;
+    if (s.ok()) {
+      FileResult r;
+      r.path = job->path;
+      r.size = job->state->layout.file_size;
+      r.data_len = job->state->layout.data_len;
+      r.tensors = job->state->layout.tensors.size();
+      r.data_hash = DataHashOf(job->block_hashes);
+      r.header_hash = job->header_hash;
+      r.direct = job->direct;
+      r.dio_align = job->direct ? job->align : 0;
+      r.ring_flags = (uring_path_ && ring_ok_) ? ring_flags_ : 0;
+      r.fixed_buffers = uring_path_ && ring_ok_ && registered_;
+      r.seconds = job->clock.Seconds();
+      r.notes = job->notes;
+      result = std::move(r);
+    }
+    {
+      std::lock_guard<std::mutex> l(job->state->mu);
+      job->state->result = std::move(result);
+      job->state->done = true;
+      job->state->done_flag.store(true);
+    }
+    job->state->cv.notify_all();
+  }
+  if (ring_ok_) io_uring_queue_exit(&ring_);
+}
+
+void FileWriterImpl::SetupRing() {
+  if (!uring_path_) return;
+  const unsigned entries = static_cast<unsigned>(std::clamp(options_.queue_depth, 1, 4096));
+  auto flags = internal::SetupRing(&ring_, std::max(entries, 4u));
+  if (flags.ok()) {
+    ring_ok_ = true;
+    ring_flags_ = *flags;
+  } else {
+    ring_note_ = absl::StrCat("io_uring unavailable (", std::string(flags.status().message()),
+                              "): synchronous pwrite used");
+  }
+}
+
+void FileWriterImpl::RegisterArena() {
+  if (!ring_ok_ || !options_.register_buffers || registered_generation_ == arena_generation_) return;
+  if (registered_) io_uring_unregister_buffers(&ring_);
+  registered_ = false;
+  registered_generation_ = arena_generation_;
+  std::vector<struct iovec> iov;
+  for (uint64_t off = 0; off < arena_size_; off += kRegChunk) {
+    iov.push_back({arena_ + off, static_cast<size_t>(std::min(kRegChunk, arena_size_ - off))});
+  }
+  int r = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
+  if (r == 0) {
+    registered_ = true;
+    register_note_.clear();
+  } else {
+    register_note_ = absl::StrCat("io_uring buffer registration refused (", std::strerror(-r),
+                                  "): plain writes used");
+  }
+}
+
+absl::StatusOr<uint64_t> FileWriterImpl::Ready(Job* job, uint64_t want, bool block) {
+  FileState* st = job->state.get();
+  std::unique_lock<std::mutex> l(st->mu);
+  if (block) st->cv.wait(l, [st, want] { return st->ready >= want || !st->abort.ok(); });
+  if (!st->abort.ok()) return st->abort;
+  return st->ready;
+}
+
+absl::Status FileWriterImpl::RunJob(Job* job) {
+  absl::Status s = uring_path_ ? RunUring(job) : RunEnv(job);
+  if (job->fd >= 0) {
+    if (::close(job->fd) != 0 && s.ok()) s = ErrnoError(errno, absl::StrCat("closing ", job->path));
+    job->fd = -1;
+  }
+  if (!s.ok()) {
+    if (uring_path_) {
+      ::unlink(job->path.c_str());
+    } else {
+      (void)options_.env->RemoveFile(job->path);
+    }
+  }
+  return s;
+}
+
+// Through the Env: sequential appends after the whole image is ready (tests, non-POSIX targets).
+absl::Status FileWriterImpl::RunEnv(Job* job) {
+  const FileLayout& L = job->state->layout;
+  ASSIGN_OR_RETURN(uint64_t ready, Ready(job, L.data_len, /*block=*/true));
+  (void)ready;
+  const char* data = job->arena + L.data_start;
+  job->block_hashes.resize(L.num_blocks());
+  for (uint64_t b = 0; b < L.num_blocks(); ++b) {
+    uint64_t off = b * L.checksum_block;
+    job->block_hashes[b] = Hash64(data + off, std::min(L.checksum_block, L.data_len - off));
+  }
+  std::string header = RenderHeader(L, job->block_hashes);
+  job->header_hash = Hash64(header);
+  ASSIGN_OR_RETURN(auto file, options_.env->NewWritableFile(job->path));
+  RETURN_IF_ERROR(file->Append(header));
+  for (uint64_t off = 0; off < L.data_len; off += options_.block_size) {
+    RETURN_IF_ERROR(file->Append(
+        std::string_view(data + off, std::min(options_.block_size, L.data_len - off))));
+  }
+  RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
+absl::Status FileWriterImpl::RunUring(Job* job) {
+  const FileLayout& L = job->state->layout;
+  if (!ring_note_.empty()) job->notes.push_back(ring_note_);
+  RegisterArena();
+  if (!register_note_.empty()) job->notes.push_back(register_note_);
+  const bool fixed = ring_ok_ && registered_;
+  const uint64_t align = job->direct ? job->align : 1;
+  const uint64_t image_end = RoundUp(L.file_size, job->align);
+  const uint64_t io_end = job->direct ? image_end : L.file_size;
+  if (options_.preallocate && image_end > 0) {
+    if (::fallocate(job->fd, 0, 0, static_cast<off_t>(image_end)) != 0) {
+      int e = errno;
+      if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+        return ErrnoError(e, absl::StrCat("preallocating ", image_end, " bytes for ", job->path));
+      }
+      job->notes.push_back(absl::StrCat("fallocate not supported (", std::strerror(e), ")"));
+    }
+  }
+
+  struct Op {
+    uint64_t off = 0;
+    uint64_t end = 0;
+    bool in_use = false;
+  };
+  std::vector<Op> ops(static_cast<size_t>(options_.queue_depth) + 1);
+  int inflight = 0;
+  absl::Status error;
+
+  auto prep_write = [&](size_t slot) {
+    Op& op = ops[slot];
+    const uint64_t len = op.end - op.off;
+    char* buf = job->arena + op.off;
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    GRIST_CHECK(sqe != nullptr, "submission queue full");
+    if (fixed) {
+      io_uring_prep_write_fixed(sqe, job->fd, buf, static_cast<unsigned>(len), op.off,
+                                static_cast<int>(op.off / kRegChunk));
+    } else {
+      io_uring_prep_write(sqe, job->fd, buf, static_cast<unsigned>(len), op.off);
+    }
+    io_uring_sqe_set_data64(sqe, slot);
+  };
+  auto sync_write = [&](uint64_t off, uint64_t end) -> absl::Status {
+    while (off < end) {
+      ssize_t w = ::pwrite(job->fd, job->arena + off, end - off, static_cast<off_t>(off));
+      if (w < 0 && errno == EINTR) continue;
+      ++writes_completed_;
+      int injected = (options_.faults.fail_write_at > 0 &&
+                      writes_completed_ == options_.faults.fail_write_at) ? options_.faults.write_errno : 0;
+      if (w < 0 || injected) {
+        return ErrnoError(injected ? injected : errno, absl::StrCat("writing ", job->path, " at offset ", off));
+      }
+      if (w == 0) return absl::DataLossError(absl::StrCat("writing ", job->path, ": zero-length write"));
+      off += static_cast<uint64_t>(w);
+    }
+    return absl::OkStatus();
+  };
+  // Reaps completions; blocks for at least one when `wait`.
+  auto reap = [&](bool wait) {
+    struct io_uring_cqe* cqe = nullptr;
+    if (wait && inflight > 0) {
+      int r = io_uring_wait_cqe(&ring_, &cqe);
+      if (r < 0 && r != -EINTR && error.ok()) error = ErrnoError(-r, "io_uring_wait_cqe");
+    }
+    unsigned head;
+    unsigned seen = 0;
+    std::vector<size_t> resubmit;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      int res = cqe->res;
+      Op& op = ops[slot];
+      ++writes_completed_;
+      if (options_.faults.fail_write_at > 0 && writes_completed_ == options_.faults.fail_write_at) {
+        res = -options_.faults.write_errno;
+      }
+      if (res == -EAGAIN || res == -EINTR) {
+        resubmit.push_back(slot);
+      } else if (res < 0) {
+        if (error.ok()) {
+          error = ErrnoError(-res, absl::StrCat("writing ", job->path, " at offset ", op.off));
+        }
+        op.in_use = false;
+        --inflight;
+      } else if (res == 0) {
+        if (error.ok()) error = absl::DataLossError(absl::StrCat("writing ", job->path, ": zero-length write"));
+        op.in_use = false;
+        --inflight;
+      } else if (static_cast<uint64_t>(res) < op.end - op.off) {
+        op.off += static_cast<uint64_t>(res);  // short write: the rest goes again
+        resubmit.push_back(slot);
+      } else {
+        op.in_use = false;
+        --inflight;
+      }
+    }
+    io_uring_cq_advance(&ring_, seen);
+    for (size_t slot : resubmit) {
+      if (error.ok()) {
+        prep_write(slot);
+      } else {
+        ops[slot].in_use = false;
+        --inflight;
+      }
+    }
+    if (!resubmit.empty() && inflight > 0) io_uring_submit(&ring_);
+  };
+
+  // Data region first, in order as it becomes ready. Checksums are computed once the snapshot is
+  // complete (while the writes are in flight), so hashing never competes with the caller's copy.
+  job->block_hashes.assign(L.num_blocks(), 0);
+  uint64_t hashed = 0;
+  uint64_t next = L.data_start;
+  const char* data = job->arena + L.data_start;
+  auto hash_some = [&](uint64_t ready, uint64_t max_blocks) {
+    for (uint64_t k = 0; k < max_blocks && hashed < L.num_blocks(); ++k) {
+      uint64_t b = hashed * L.checksum_block;
+      uint64_t e = std::min(L.data_len, b + L.checksum_block);
+      if (e > ready) break;
+      job->block_hashes[hashed++] = Hash64(data + b, e - b);
+    }
+  };
+  while (error.ok()) {
+    if (next >= io_end && hashed == L.num_blocks()) break;
+    auto ready_or = Ready(job, 0, false);
+    if (!ready_or.ok()) {
+      error = ready_or.status();
+      break;
+    }
+    uint64_t ready = *ready_or;
+    const bool committed = ready == L.data_len;
+    // Block for more data only when there is nothing in flight to wait for instead.
+    if (!committed && (!ring_ok_ || inflight == 0)) {
+      // Wait for one whole write's worth (writes are never smaller than a block before commit).
+      const uint64_t next_end = std::min({io_end, next + options_.block_size, RoundDown(next, kRegChunk) + kRegChunk});
+      uint64_t want = std::min(L.data_len, next_end - L.data_start);
+      auto r = Ready(job, want, true);
+      if (!r.ok()) {
+        error = r.status();
+        break;
+      }
+      ready = *r;
+    }
+    // Everything is ready once the whole data region is; the padding past it is zeroed already.
+    const uint64_t ready_abs = ready == L.data_len ? io_end : RoundDown(L.data_start + ready, align);
+    if (!ring_ok_) {
+      uint64_t end = std::min(io_end, ready_abs);
+      if (end > next) {
+        error = sync_write(next, end);
+        next = end;
+      }
+      if (ready == L.data_len) hash_some(ready, ~0ull);
+      continue;
+    }
+    bool submitted = false;
+    while (inflight < options_.queue_depth && next < io_end) {
+      uint64_t end = std::min({io_end, next + options_.block_size, RoundDown(next, kRegChunk) + kRegChunk});
+      if (end > ready_abs) break;  // only whole writes until the snapshot is committed
+      size_t slot = 0;
+      while (ops[slot].in_use) ++slot;
+      ops[slot] = {next, end, true};
+      prep_write(slot);
+      ++inflight;
+      next = end;
+      submitted = true;
+    }
+    if (submitted) io_uring_submit(&ring_);
+    bool hashing = false;
+    if (ready == L.data_len && hashed < L.num_blocks()) {
+      hash_some(ready, 4);
+      hashing = hashed < L.num_blocks();
+    }
+    if (inflight > 0) {
+      reap(/*wait=*/!hashing && (!submitted || inflight >= options_.queue_depth || next >= io_end));
+    }
+  }
+  while (inflight > 0) reap(true);  // never leave the kernel writing from a buffer we reuse
+  RETURN_IF_ERROR(error);
+
+  // Header last, now that the checksums are known.
+  std::string header = RenderHeader(L, job->block_hashes);
+  job->header_hash = Hash64(header);
+  std::memcpy(job->arena, header.data(), header.size());
+  if (!ring_ok_) {
+    RETURN_IF_ERROR(sync_write(0, L.data_start));
+  } else {
+    ops[0] = {0, L.data_start, true};
+    prep_write(0);
+    ++inflight;
+    io_uring_submit(&ring_);
+    while (inflight > 0) reap(true);
+    RETURN_IF_ERROR(error);
+  }
+  if ((io_end != L.file_size || (options_.preallocate && image_end != L.file_size)) &&
+      ::ftruncate(job->fd, static_cast<off_t>(L.file_size)) != 0) {
+    return ErrnoError(errno, absl::StrCat("truncating ", job->path));
+  }
+  // fsync only after every write completed: an fsync queued beside a write does not cover it.
+  int fsync_res = 0;
+  if (ring_ok_) {
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_prep_fsync(sqe, job->fd, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+    io_uring_submit(&ring_);
+    struct io_uring_cqe* cqe = nullptr;
+    int r;
+    do {
+      r = io_uring_wait_cqe(&ring_, &cqe);
+    } while (r == -EINTR);
+    if (r < 0) return ErrnoError(-r, "io_uring_wait_cqe");
+    fsync_res = cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+  } else if (::fsync(job->fd) != 0) {
+    fsync_res = -errno;
+  }
+  if (options_.faults.fail_fsync) fsync_res = -EIO;
+  if (fsync_res < 0) return ErrnoError(-fsync_res, absl::StrCat("fsync ", job->path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Create(const WriterOptions& options) {
+  if (options.checksum_block == 0) return absl::InvalidArgumentError("checksum block size must be > 0");
+  return std::unique_ptr<FileWriter>(new FileWriterImpl(options));
+}
+
+absl::StatusOr<std::unique_ptr<PendingFile>> FileWriter::Save(const std::string& path,
+                                                               const std::vector<HostTensor>& tensors,
+                                                               Metadata metadata) {
+  std::vector<TensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const HostTensor& t : tensors) specs.push_back(t.spec);
+  ASSIGN_OR_RETURN(auto pending, Begin(path, specs, std::move(metadata)));
+  const FileLayout& L = pending->layout();
+  const int threads = std::min(4, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  constexpr uint64_t kPiece = 64ull << 20;  // writes start as soon as the first piece lands
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = L.tensors[i];
+    const uint64_t n = t.nbytes();
+    if (n > 0 && tensors[i].data == nullptr) {
+      pending->Abort(absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' has no data")));
+      return pending->Wait().status();
+    }
+    for (uint64_t off = 0; off < n; off += kPiece) {
+      uint64_t len = std::min(kPiece, n - off);
+      CopyBytes(pending->data() + t.begin + off, static_cast<const char*>(tensors[i].data) + off, len,
+                threads);
+      pending->MarkReady(t.begin + off + len);
+    }
+  }
+  pending->Commit();
+  return pending;
+}
+
+}  // namespace grist::ckptio

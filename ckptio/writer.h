@@ -1,0 +1,135 @@
+// The checkpoint file writer: one safetensors file per rank, written with io_uring from a staging
+// arena (the file's exact image in memory), O_DIRECT where the file system allows it, several
+// writes in flight, per-block XXH3 checksums, the header written last, then truncate to the exact
+// length and fsync (submitted only after every write completed).
+//
+//   ASSIGN_OR_RETURN(auto writer, FileWriter::Create(options));
+//   ASSIGN_OR_RETURN(auto pending, writer->Save(path, tensors, metadata));  // snapshot taken
+//   ... the caller may now modify its tensors ...
+//   ASSIGN_OR_RETURN(FileResult r, pending->Wait());                          // durable
+//
+// Or piece by piece (the GPU path: device-to-host copies land in the arena while earlier pieces
+// are already being written):
+//   ASSIGN_OR_RETURN(auto pending, writer->Begin(path, specs, metadata));
+//   memcpy(pending->data() + layout.tensors[i].begin, ...); pending->MarkReady(end_of_piece);
+//   pending->Commit();
+//
+// Snapshot rule: Save() returns after every tensor was copied into the arena, so the caller may
+// modify its tensors as soon as Save() returns. With Begin(), the caller owns the copy: bytes
+// passed to MarkReady() must not change afterwards.
+//
+// Durability: when Wait() returns OK the file's data and size are on stable storage (fsync). The
+// file's directory entry is made durable by PublishCheckpoint (manifest.h).
+//
+// Thread safety: a FileWriter runs one file at a time on its own I/O thread (the thread that owns
+// the io_uring ring); Begin()/Save() wait until the previous file is finished. Use one FileWriter
+// per concurrent stream (e.g. per rank thread). A PendingFile may be used from one thread.
+//
+// Fault injection: with options.env other than Env::Default() the data goes through that Env's
+// WritableFile (so FaultInjectionEnv and MemEnv apply); on the io_uring path, options.faults makes
+// the N-th write completion, or the fsync, fail with a chosen errno, as the kernel would report it.
+#ifndef GRIST_CKPTIO_WRITER_H_
+#define GRIST_CKPTIO_WRITER_H_
+
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ckptio/safetensors.h"
+#include "common/env.h"
+#include "common/hash.h"
+
+namespace grist::ckptio {
+
+enum class IoMode { kDirect, kBuffered };
+
+struct UringFaults {
+  int fail_write_at = 0;     // 1-based index of the write completion to fail; 0: never
+  int write_errno = EIO;     // its error (ENOSPC for a full disk)
+  bool fail_fsync = false;   // the fsync completes with EIO
+};
+
+struct WriterOptions {
+  IoMode mode = IoMode::kDirect;        // kDirect falls back to buffered where refused (noted)
+  int queue_depth = 16;                 // writes in flight
+  uint64_t block_size = 4ull << 20;     // bytes per write (a multiple of 4096)
+  uint64_t checksum_block = 1ull << 20; // bytes per XXH3-64 block of the data region
+  bool register_buffers = true;         // io_uring fixed buffers (falls back when refused)
+  bool preallocate = true;              // fallocate the rounded-up size first
+  bool pin_for_cuda = true;             // cudaHostRegister the arena when a GPU is present
+  Env* env = nullptr;                   // nullptr: Env::Default() (the io_uring path)
+  UringFaults faults;
+};
+
+// What was written; recorded in the manifest.
+struct FileResult {
+  std::string path;
+  uint64_t size = 0;        // exact file length
+  uint64_t data_len = 0;    // tensor bytes
+  uint64_t tensors = 0;
+  Hash128 data_hash;        // as in the header's grist.data_xxh3
+  uint64_t header_hash = 0; // XXH3-64 of bytes [0, data_start)
+  bool direct = false;      // O_DIRECT was used
+  uint64_t dio_align = 0;   // offset alignment used (0: buffered)
+  unsigned ring_flags = 0;  // io_uring setup flags accepted by the kernel
+  bool fixed_buffers = false;
+  double seconds = 0;       // from Begin() to durable
+  std::vector<std::string> notes;  // fallbacks taken, e.g. "O_DIRECT refused: buffered I/O"
+};
+
+// A host tensor to save: `data` holds the spec's bytes (row-major, contiguous).
+struct HostTensor {
+  TensorSpec spec;
+  const void* data = nullptr;
+};
+
+class FileWriter;
+
+class PendingFile {
+ public:
+  virtual ~PendingFile() = default;
+  virtual const FileLayout& layout() const = 0;
+  // Start of the data region in the arena; tensor i goes at data() + layout().tensors[i].begin.
+  virtual char* data() = 0;
+  // Bytes [0, upto) of the data region are final and may be written. Monotonic.
+  virtual void MarkReady(uint64_t upto) = 0;
+  // Everything is filled (same as MarkReady(layout().data_len)).
+  void Commit() { MarkReady(layout().data_len); }
+  // Abandons the file: Wait() returns `why`; the partial file is removed.
+  virtual void Abort(absl::Status why) = 0;
+  // Blocks until the file is durable or failed. Idempotent.
+  virtual absl::StatusOr<FileResult> Wait() = 0;
+  virtual bool Done() const = 0;
+};
+
+class FileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<FileWriter>> Create(const WriterOptions& options);
+  virtual ~FileWriter() = default;
+  // Creates `path` (truncating it) and plans its layout. The data region must be filled by the
+  // caller. Waits for this writer's previous file first.
+  virtual absl::StatusOr<std::unique_ptr<PendingFile>> Begin(const std::string& path,
+                                                              const std::vector<TensorSpec>& specs,
+                                                              Metadata metadata) = 0;
+  // Begin() plus copying every tensor into the arena; returns once the snapshot is complete.
+  absl::StatusOr<std::unique_ptr<PendingFile>> Save(const std::string& path,
+                                                     const std::vector<HostTensor>& tensors,
+                                                     Metadata metadata);
+  // Arena bytes currently held (the largest file image so far).
+  virtual uint64_t arena_bytes() const = 0;
+  virtual const WriterOptions& options() const = 0;
+};
+
+// Parallel memcpy used for snapshots (`threads` <= 1: plain memcpy).
+void CopyBytes(void* dst, const void* src, size_t n, int threads);
+
+// Whether the CUDA runtime is built in and sees a device (cached; never fails).
+bool CudaAvailable();
+
+}  // namespace grist::ckptio
+
+#endif  // GRIST_CKPTIO_WRITER_H_

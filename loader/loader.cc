@@ -1,0 +1,671 @@
+#include "loader/loader.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/check.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "common/env.h"
+#include "loader/internal/cuda.h"
+#include "loader/release_source.h"
+
+namespace grist::loader {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+constexpr uint32_t kFieldOrder[] = {kInputIds, kLabels, kPositionIds, kLossMask, kSampleIndex,
+                                    kCuSeqlens};
+
+size_t DTypeSize(DType d) { return d == DType::kInt64 ? 8 : 4; }
+
+// Where each requested tensor lives in a batch buffer. cu_seqlens is last so that a copy can stop
+// at its used length.
+struct Layout {
+  struct Entry {
+    uint32_t field;
+    DType dtype;
+    int ndim;
+    int64_t shape[2];
+    size_t offset;
+    size_t bytes;
+  };
+  std::vector<Entry> entries;
+  size_t total = 0;
+  int64_t rows = 0, seq_len = 0;
+
+  static Layout Make(int64_t m, int64_t s, uint32_t fields, bool int32_ids) {
+    Layout l;
+    l.rows = m;
+    l.seq_len = s;
+    const DType ids = int32_ids ? DType::kInt32 : DType::kInt64;
+    size_t off = 0;
+    for (uint32_t f : kFieldOrder) {
+      if (!(fields & f)) continue;
+      Entry e{f, ids, 2, {m, s}, off, 0};
+      if (f == kLossMask) e.dtype = DType::kFloat32;
+      if (f == kSampleIndex) {
+        e.dtype = DType::kInt64;
+        e.ndim = 1;
+        e.shape[0] = m;
+        e.shape[1] = 0;
+      }
+      if (f == kCuSeqlens) {
+        e.dtype = DType::kInt32;
+        e.ndim = 1;
+        e.shape[0] = m * s + 1;
+        e.shape[1] = 0;
+      }
+      e.bytes = DTypeSize(e.dtype) * static_cast<size_t>(e.shape[0]) *
+                static_cast<size_t>(e.ndim == 2 ? e.shape[1] : 1);
+      off = AlignUp(off + e.bytes);
+      l.entries.push_back(e);
+    }
+    l.total = std::max<size_t>(off, kAlign);
+    return l;
+  }
+};
+
+}  // namespace
+
+const char* FieldName(uint32_t field) {
+  switch (field) {
+    case kInputIds: return "input_ids";
+    case kLabels: return "labels";
+    case kPositionIds: return "position_ids";
+    case kCuSeqlens: return "cu_seqlens";
+    case kLossMask: return "loss_mask";
+    case kSampleIndex: return "sample_index";
+    default: return nullptr;
+  }
+}
+
+absl::StatusOr<uint32_t> ParseFields(const std::string& names) {
+  uint32_t out = 0;
+  for (absl::string_view part : absl::StrSplit(names, ',', absl::SkipWhitespace())) {
+    std::string name(part);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name == "all") {
+      out |= kAllFields;
+      continue;
+    }
+    uint32_t bit = 0;
+    for (uint32_t f : kFieldOrder) {
+      if (name == FieldName(f)) bit = f;
+    }
+    if (!bit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown batch field \"", name,
+          "\" (known: input_ids, labels, position_ids, cu_seqlens, loss_mask, sample_index, all)"));
+    }
+    out |= bit;
+  }
+  if (!out) return absl::InvalidArgumentError("no batch fields selected");
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pool: batch buffers, handed out to workers and returned when a Batch is destroyed.
+
+class Pool {
+ public:
+  Pool(Layout layout, bool cuda, int device) : layout_(std::move(layout)), cuda_(cuda), device_(device) {}
+  ~Pool() {
+    if (cuda_) {
+      (void)cuda::SetDevice(device_);
+      if (stream_) (void)cuda::StreamSynchronize(stream_);
+    }
+    for (Slot& s : slots_) {
+      if (cuda_) {
+        cuda::HostFree(s.host);
+        cuda::DeviceFree(s.dev);
+        cuda::EventDestroy(s.copy_event);
+        cuda::EventDestroy(s.free_event);
+      } else {
+        std::free(s.host);
+      }
+    }
+    if (cuda_) cuda::StreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    if (cuda_) {
+      RETURN_IF_ERROR(cuda::SetDevice(device_));
+      ASSIGN_OR_RETURN(stream_, cuda::StreamCreate());
+    }
+    return absl::OkStatus();
+  }
+
+  struct Slot {
+    char* host = nullptr;
+    char* dev = nullptr;
+    void* copy_event = nullptr;
+    void* free_event = nullptr;
+    bool copy_pending = false;  // copy_event recorded; host buffer busy until it completes
+    bool free_pending = false;  // free_event recorded on the consumer's stream at release
+  };
+
+  // A free slot, or a new one. The caller owns it until Release.
+  absl::StatusOr<int> Acquire() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!free_.empty()) {
+        int i = free_.back();
+        free_.pop_back();
+        return i;
+      }
+    }
+    Slot s;
+    if (cuda_) {
+      ASSIGN_OR_RETURN(void* h, cuda::HostAlloc(layout_.total));
+      s.host = static_cast<char*>(h);
+      auto d = cuda::DeviceAlloc(layout_.total);
+      auto ce = d.ok() ? cuda::EventCreate() : absl::StatusOr<void*>(d.status());
+      auto fe = ce.ok() ? cuda::EventCreate() : absl::StatusOr<void*>(ce.status());
+      if (!fe.ok()) {
+        cuda::HostFree(h);
+        if (d.ok()) cuda::DeviceFree(*d);
+        if (ce.ok()) cuda::EventDestroy(*ce);
+        return fe.status();
+      }
+      s.dev = static_cast<char*>(*d);
+      s.copy_event = *ce;
+      s.free_event = *fe;
+    } else {
+      s.host = static_cast<char*>(std::aligned_alloc(4096, (layout_.total + 4095) / 4096 * 4096));
+      if (!s.host) return absl::ResourceExhaustedError("loader: out of memory for a batch buffer");
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    slots_.push_back(s);
+    return static_cast<int>(slots_.size() - 1);
+  }
+
+  void Release(int i, uintptr_t consumer_stream, bool waited) {
+    std::lock_guard<std::mutex> l(mu_);
+    Slot& s = slots_[static_cast<size_t>(i)];
+    if (cuda_ && waited) {
+      cuda::ScopedDevice on(device_);
+      // Work the consumer queued on its stream before this release may still read the device
+      // buffer: the next copy into it waits for this event.
+      s.free_pending = cuda::EventRecord(s.free_event, reinterpret_cast<void*>(consumer_stream)).ok();
+    }
+    free_.push_back(i);
+  }
+
+  Slot* slot(int i) {
+    std::lock_guard<std::mutex> l(mu_);
+    return &slots_[static_cast<size_t>(i)];  // deque: stable address
+  }
+  const Layout& layout() const { return layout_; }
+  bool cuda() const { return cuda_; }
+  int device() const { return device_; }
+  void* stream() const { return stream_; }
+  size_t num_slots() {
+    std::lock_guard<std::mutex> l(mu_);
+    return slots_.size();
+  }
+
+ private:
+  const Layout layout_;
+  const bool cuda_;
+  const int device_;
+  void* stream_ = nullptr;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through libstdc++/pthread, not
+  // through Debian's uninstrumented Abseil.
+  std::mutex mu_;
+  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> free_ ABSL_GUARDED_BY(mu_);
+};
+
+Batch::~Batch() {
+  if (pool_ && slot_ >= 0) pool_->Release(slot_, consumer_stream_, waited_);
+}
+
+const TensorInfo* Batch::tensor(const char* name) const {
+  for (const TensorInfo& t : tensors_) {
+    if (std::strcmp(t.name, name) == 0) return &t;
+  }
+  return nullptr;
+}
+
+const void* Batch::host_data(const TensorInfo& t) const {
+  if (!on_cuda_) return t.data;
+  const Pool::Slot* s = pool_->slot(slot_);
+  return s->host + (static_cast<const char*>(t.data) - s->dev);
+}
+
+absl::Status Batch::WaitOn(uintptr_t stream) const {
+  if (!on_cuda_) return absl::OkStatus();
+  Pool::Slot* s = pool_->slot(slot_);
+  cuda::ScopedDevice on(cuda_device_);
+  RETURN_IF_ERROR(cuda::StreamWaitEvent(reinterpret_cast<void*>(stream), s->copy_event));
+  consumer_stream_ = stream;
+  waited_ = true;
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filling one batch.
+
+namespace {
+
+template <typename Tok, typename Id>
+void CopyTokens(const Tok* t, int64_t s, Id* input, Id* labels) {
+  if (input) {
+    for (int64_t j = 0; j < s; ++j) input[j] = static_cast<Id>(t[j]);
+  }
+  if (labels) {
+    for (int64_t j = 0; j < s; ++j) labels[j] = static_cast<Id>(t[j + 1]);
+  }
+}
+
+template <typename Id>
+void FillPositions(Id* pos, int64_t start, int64_t end) {
+  for (int64_t j = start; j < end; ++j) pos[j] = static_cast<Id>(j - start);
+}
+
+struct RowOut {
+  void* input = nullptr;
+  void* labels = nullptr;
+  void* positions = nullptr;
+  float* loss_mask = nullptr;
+  int32_t* cu = nullptr;  // next cu_seqlens entry to write
+  int64_t cu_base = 0;    // flattened offset of this row
+  int64_t cu_count = 0;   // entries written by this row
+};
+
+absl::Status CheckSegments(const SampleSource& src, uint64_t index, const SampleView& v,
+                           uint32_t sample_tokens) {
+  if (v.num_segments == 0) {
+    return absl::DataLossError(absl::StrCat(src.Describe(index), ": sample has no segments"));
+  }
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < v.num_segments; ++k) {
+    const uint32_t seg = v.segments[k];
+    const uint32_t len = seg & kSegmentLengthMask;
+    if (len == 0) {
+      return absl::DataLossError(
+          absl::StrCat(src.Describe(index), ": segment ", k, " has length 0"));
+    }
+    if ((seg & kSegmentPaddingBit) && k + 1 != v.num_segments) {
+      return absl::DataLossError(
+          absl::StrCat(src.Describe(index), ": padding segment ", k, " is not the last"));
+    }
+    sum += len;
+  }
+  if (sum != sample_tokens) {
+    return absl::DataLossError(absl::StrCat(src.Describe(index), ": segment lengths sum to ", sum,
+                                            ", expected sample_tokens ", sample_tokens));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Id>
+void FillRow(const SampleSource& src, const SampleView& v, int64_t s, RowOut* out) {
+  const uint32_t* segs = v.segments;
+  if (src.token_dtype() == TokenDtype::kUint16) {
+    CopyTokens(static_cast<const uint16_t*>(v.tokens), s, static_cast<Id*>(out->input),
+               static_cast<Id*>(out->labels));
+  } else {
+    CopyTokens(static_cast<const int32_t*>(v.tokens), s, static_cast<Id*>(out->input),
+               static_cast<Id*>(out->labels));
+  }
+  if (out->loss_mask) std::fill(out->loss_mask, out->loss_mask + s, 1.0f);
+  int64_t start = 0;
+  for (uint64_t k = 0; k < v.num_segments; ++k) {
+    const int64_t len = segs[k] & kSegmentLengthMask;
+    const bool pad = segs[k] & kSegmentPaddingBit;
+    const int64_t end = start + len;  // segment covers sample positions [start, end)
+    const int64_t in_end = std::min(end, s);
+    if (start < s) {
+      if (out->positions) FillPositions(static_cast<Id*>(out->positions), start, in_end);
+      if (out->cu) {
+        out->cu[out->cu_count++] = static_cast<int32_t>(out->cu_base + in_end);
+      }
+    }
+    if (pad && out->loss_mask) {
+      // labels[j] = t[j + 1] is padding for j + 1 in [start, end).
+      const int64_t lo = std::max<int64_t>(start - 1, 0);
+      for (int64_t j = lo; j < std::min(end - 1, s); ++j) out->loss_mask[j] = 0.0f;
+    }
+    start = end;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Loader.
+
+struct Loader::Shared {
+  std::mutex mu;
+  std::condition_variable work_cv;   // workers: a batch may be issued (or stop)
+  std::condition_variable ready_cv;  // consumer: a batch became ready
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+  Position base ABSL_GUARDED_BY(mu);
+  int64_t issued ABSL_GUARDED_BY(mu) = 0;
+  int64_t returned ABSL_GUARDED_BY(mu) = 0;
+  int64_t total ABSL_GUARDED_BY(mu) = 0;
+  std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> ready ABSL_GUARDED_BY(mu);
+  absl::Status sticky ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// The position `n` micro batches after `base`.
+Position PositionAfter(const Schedule& sch, const Position& base, int64_t n) {
+  const int64_t a = sch.micro_batches_per_step();
+  const int64_t micro = base.micro_index + n;
+  Position p;
+  p.consumed_samples =
+      base.consumed_samples +
+      static_cast<uint64_t>(micro / a) * static_cast<uint64_t>(sch.options().global_batch_size);
+  p.micro_index = micro % a;
+  return p;
+}
+
+}  // namespace
+
+class BatchFactory {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Batch>> Produce(const SampleSource& src,
+                                                              const Schedule& sch,
+                                                              const std::shared_ptr<Pool>& pool,
+                                                              const Position& pos);
+};
+
+absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(const SampleSource& src,
+                                                                   const Schedule& sch,
+                                                                   const std::shared_ptr<Pool>& pool,
+                                                                   const Position& pos) {
+  ASSIGN_OR_RETURN(int slot_index, pool->Acquire());
+  std::shared_ptr<Batch> batch(new Batch());
+  batch->pool_ = pool;
+  batch->slot_ = slot_index;
+  batch->position_ = pos;
+  Pool::Slot* slot = pool->slot(slot_index);
+  if (pool->cuda() && slot->copy_pending) {
+    // The pinned buffer is still the source of the previous copy until its event completes.
+    RETURN_IF_ERROR(cuda::EventSynchronize(slot->copy_event));
+    slot->copy_pending = false;
+  }
+  const Layout& layout = pool->layout();
+  char* host = slot->host;
+  void* field_ptr[64] = {};
+  const Layout::Entry* cu_entry = nullptr;
+  bool ids32 = false;
+  for (const Layout::Entry& e : layout.entries) {
+    field_ptr[__builtin_ctz(e.field)] = host + e.offset;
+    if (e.field == kCuSeqlens) cu_entry = &e;
+    if (e.field == kInputIds || e.field == kLabels || e.field == kPositionIds) {
+      ids32 = e.dtype == DType::kInt32;
+    }
+  }
+  auto ptr = [&](uint32_t f) { return field_ptr[__builtin_ctz(f)]; };
+  const int64_t m = layout.rows, s = layout.seq_len;
+  int32_t* cu = static_cast<int32_t*>(ptr(kCuSeqlens));
+  int64_t cu_count = 0;
+  if (cu) cu[cu_count++] = 0;
+  const size_t id_size = ids32 ? 4 : 8;
+  for (int64_t r = 0; r < m; ++r) {
+    const uint64_t index = sch.SampleAt(sch.StreamPosition(pos, r));
+    SampleView view;
+    RETURN_IF_ERROR(src.GetSample(index, &view));
+    RETURN_IF_ERROR(CheckSegments(src, index, view, src.sample_tokens()));
+    RowOut out;
+    const size_t row_off = static_cast<size_t>(r * s) * id_size;
+    if (ptr(kInputIds)) out.input = static_cast<char*>(ptr(kInputIds)) + row_off;
+    if (ptr(kLabels)) out.labels = static_cast<char*>(ptr(kLabels)) + row_off;
+    if (ptr(kPositionIds)) out.positions = static_cast<char*>(ptr(kPositionIds)) + row_off;
+    if (ptr(kLossMask)) out.loss_mask = static_cast<float*>(ptr(kLossMask)) + r * s;
+    if (cu) {
+      out.cu = cu + cu_count;
+      out.cu_base = r * s;
+    }
+    if (ids32) {
+      FillRow<int32_t>(src, view, s, &out);
+    } else {
+      FillRow<int64_t>(src, view, s, &out);
+    }
+    cu_count += out.cu_count;
+    if (ptr(kSampleIndex)) static_cast<int64_t*>(ptr(kSampleIndex))[r] = static_cast<int64_t>(index);
+  }
+  size_t used = layout.total;
+  if (cu_entry) used = cu_entry->offset + static_cast<size_t>(cu_count) * 4;
+
+  char* base = host;
+  if (pool->cuda()) {
+    base = slot->dev;
+    void* stream = pool->stream();
+    if (slot->free_pending) {
+      RETURN_IF_ERROR(cuda::StreamWaitEvent(stream, slot->free_event));
+      slot->free_pending = false;
+    }
+    RETURN_IF_ERROR(cuda::MemcpyHostToDeviceAsync(slot->dev, host, used, stream));
+    RETURN_IF_ERROR(cuda::EventRecord(slot->copy_event, stream));
+    slot->copy_pending = true;
+    batch->on_cuda_ = true;
+    batch->cuda_device_ = pool->device();
+  }
+  for (const Layout::Entry& e : layout.entries) {
+    TensorInfo t{FieldName(e.field), e.dtype, e.ndim, {e.shape[0], e.shape[1]}, base + e.offset,
+                 e.bytes};
+    if (e.field == kCuSeqlens) {
+      t.shape[0] = cu_count;
+      t.bytes = static_cast<size_t>(cu_count) * 4;
+    }
+    batch->tensors_.push_back(t);
+  }
+  return std::shared_ptr<const Batch>(std::move(batch));
+}
+
+Loader::Loader(std::shared_ptr<const SampleSource> source, Schedule schedule, LoaderOptions options)
+    : source_(std::move(source)),
+      schedule_(std::move(schedule)),
+      options_(std::move(options)),
+      shared_(std::make_unique<Shared>()) {}
+
+Loader::~Loader() {
+  StopWorkers();
+  std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
+  std::lock_guard<std::mutex> l(shared_->mu);
+  drop.swap(shared_->ready);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& options) {
+  ASSIGN_OR_RETURN(OpenedSplit split, OpenReleaseSplit(Env::Default(), options.path, options.split,
+                                                       options.verify_checksums));
+  return Create(std::move(split.source), split.release_seed, options);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const SampleSource> source,
+                                                       uint64_t default_seed,
+                                                       const LoaderOptions& options) {
+  if (!source) return absl::InvalidArgumentError("loader: no sample source");
+  ScheduleOptions so;
+  so.num_samples = source->num_samples();
+  so.micro_batch_size = options.micro_batch_size;
+  so.global_batch_size = options.global_batch_size;
+  so.dp_rank = options.dp_rank;
+  so.dp_size = options.dp_size;
+  so.seed = options.has_seed ? options.seed : default_seed;
+  so.epochs = options.epochs;
+  ASSIGN_OR_RETURN(Schedule sch, Schedule::Create(so));
+  if (options.prefetch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch must be at least 1, got ", options.prefetch));
+  }
+  if (options.num_workers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_workers must be >= 0, got ", options.num_workers));
+  }
+  if (source->sample_tokens() < 2) {
+    return absl::InvalidArgumentError("loader: samples must hold at least 2 tokens");
+  }
+  const uint64_t cells = static_cast<uint64_t>(options.micro_batch_size) * (source->sample_tokens() - 1);
+  if (cells >= (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro_batch_size * seq_len = ", cells, " does not fit cu_seqlens' int32"));
+  }
+  if ((options.fields & ~static_cast<uint32_t>(kAllFields)) || !(options.fields & kAllFields)) {
+    return absl::InvalidArgumentError("loader: invalid field selection");
+  }
+  std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(sch), options));
+  RETURN_IF_ERROR(loader->Start());
+  return loader;
+}
+
+absl::Status Loader::Start() {
+  bool use_cuda = false;
+  if (options_.device == Device::kCuda) {
+    absl::Status s = cuda::CheckDevice(options_.cuda_device);
+    if (s.ok()) {
+      use_cuda = true;
+    } else if (options_.cuda_fallback) {
+      device_note_ = absl::StrCat("device cuda requested, using CPU: ", std::string(s.message()));
+    } else {
+      return s;
+    }
+  }
+  Layout layout = Layout::Make(options_.micro_batch_size, source_->sample_tokens() - 1,
+                               options_.fields, options_.int32_ids);
+  pool_ = std::make_shared<Pool>(std::move(layout), use_cuda, options_.cuda_device);
+  RETURN_IF_ERROR(pool_->Init());
+  {
+    std::lock_guard<std::mutex> l(shared_->mu);
+    shared_->total = schedule_.RemainingBatches(shared_->base);
+  }
+  StartWorkers();
+  return absl::OkStatus();
+}
+
+void Loader::StartWorkers() {
+  int n = options_.num_workers > 0 ? options_.num_workers : std::min(4, NumCpus());
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+void Loader::StopWorkers() {
+  {
+    std::lock_guard<std::mutex> l(shared_->mu);
+    shared_->stop = true;
+  }
+  shared_->work_cv.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+}
+
+void Loader::WorkerLoop() {
+  if (pool_->cuda()) (void)cuda::SetDevice(pool_->device());
+  Shared& sh = *shared_;
+  while (true) {
+    int64_t seq;
+    uint64_t gen;
+    Position pos;
+    {
+      std::unique_lock<std::mutex> l(sh.mu);
+      while (!sh.stop && !(sh.issued < sh.returned + options_.prefetch && sh.issued < sh.total)) {
+        sh.work_cv.wait(l);
+      }
+      if (sh.stop) return;
+      seq = sh.issued++;
+      gen = sh.generation;
+      pos = PositionAfter(schedule_, sh.base, seq);
+    }
+    absl::StatusOr<std::shared_ptr<const Batch>> result = BatchFactory::Produce(*source_, schedule_, pool_, pos);
+    std::unique_lock<std::mutex> l(sh.mu);
+    if (gen == sh.generation && !sh.stop) {
+      const bool wanted = seq == sh.returned;
+      sh.ready.emplace(seq, std::move(result));
+      l.unlock();
+      if (wanted) sh.ready_cv.notify_one();
+    } else {
+      l.unlock();
+      result = absl::CancelledError("discarded");  // releases the batch outside the lock
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
+  Shared& sh = *shared_;
+  std::unique_lock<std::mutex> l(sh.mu);
+  if (!sh.sticky.ok()) return sh.sticky;
+  if (sh.returned >= sh.total) {
+    return absl::OutOfRangeError(absl::StrCat("end of data: ", size(), " micro batches per rank (",
+                                              options_.epochs, " epochs) delivered"));
+  }
+  while (sh.ready.find(sh.returned) == sh.ready.end()) sh.ready_cv.wait(l);
+  auto it = sh.ready.find(sh.returned);
+  absl::StatusOr<std::shared_ptr<const Batch>> result = std::move(it->second);
+  sh.ready.erase(it);
+  if (!result.ok()) {
+    sh.sticky = result.status();
+    return result;
+  }
+  ++sh.returned;
+  l.unlock();
+  sh.work_cv.notify_one();
+  return result;
+}
+
+LoaderState Loader::state() const {
+  LoaderState s;
+  s.release_id = source_->release_id();
+  s.split = source_->split();
+  s.seed = schedule_.options().seed;
+  s.global_batch_size = options_.global_batch_size;
+  s.micro_batch_size = options_.micro_batch_size;
+  s.dp_size = options_.dp_size;
+  s.num_samples = source_->num_samples();
+  std::lock_guard<std::mutex> l(shared_->mu);
+  s.position = PositionAfter(schedule_, shared_->base, shared_->returned);
+  return s;
+}
+
+absl::Status Loader::LoadState(const LoaderState& state) {
+  ASSIGN_OR_RETURN(Position pos,
+                   CheckResume(state, source_->release_id(), source_->split(), schedule_));
+  std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
+  std::unique_lock<std::mutex> l(shared_->mu);
+  ++shared_->generation;
+  shared_->base = pos;
+  shared_->issued = 0;
+  shared_->returned = 0;
+  shared_->total = schedule_.RemainingBatches(pos);
+  shared_->sticky = absl::OkStatus();
+  drop.swap(shared_->ready);
+  l.unlock();
+  shared_->work_cv.notify_all();
+  drop.clear();  // releases the discarded batches outside the lock
+  return absl::OkStatus();
+}
+
+int64_t Loader::size() const { return schedule_.RemainingBatches(Position{}); }
+
+int64_t Loader::remaining() const {
+  std::lock_guard<std::mutex> l(shared_->mu);
+  return shared_->total - shared_->returned;
+}
+
+bool Loader::on_cuda() const { return pool_->cuda(); }
+
+size_t Loader::batch_bytes() const {
+  size_t n = 0;
+  for (const auto& e : pool_->layout().entries) n += e.bytes;
+  return n;
+}
+
+}  // namespace grist::loader

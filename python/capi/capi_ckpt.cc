@@ -1,0 +1,214 @@
+// C ABI of ckptio for python/grist/ckpt.py (see capi_common.h for the conventions). Strings
+// returned through `const char** out` live in a thread-local buffer until the next call of a
+// grist_ckpt_* function on the same thread.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ckptio/checkpoint.h"
+#include "ckptio/reader.h"
+#include "ckptio/writer.h"
+#include "common/json_writer.h"
+#include "python/capi/capi_common.h"
+
+namespace {
+
+using grist::capi::SetError;
+namespace ck = grist::ckptio;
+
+thread_local std::string out_text;
+
+int Out(std::string s, const char** out) {
+  out_text = std::move(s);
+  *out = out_text.c_str();
+  return 0;
+}
+
+ck::Metadata MakeMeta(int n, const char** keys, const char** vals) {
+  ck::Metadata m;
+  for (int i = 0; i < n; ++i) m.emplace_back(keys[i], vals[i]);
+  return m;
+}
+
+struct Loaded {
+  ck::LoadedCheckpoint ckpt;
+};
+
+}  // namespace
+
+GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, void** out) {
+  ck::WriterOptions o;
+  o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
+  if (queue_depth > 0) o.queue_depth = queue_depth;
+  if (block_size > 0) o.block_size = block_size;
+  auto w = ck::FileWriter::Create(o);
+  if (!w.ok()) return SetError(w.status());
+  *out = w->release();
+  return 0;
+}
+
+GRIST_CAPI void grist_ckpt_writer_free(void* w) { delete static_cast<ck::FileWriter*>(w); }
+
+GRIST_CAPI int grist_ckpt_cuda_available(void) { return ck::CudaAvailable() ? 1 : 0; }
+
+GRIST_CAPI int grist_ckpt_prepare_dir(const char* dir) {
+  return SetError(ck::PrepareCheckpointDir(grist::Env::Default(), dir));
+}
+
+// dtypes are ck::DType numbers; dims holds every tensor's dimensions back to back.
+GRIST_CAPI int grist_ckpt_begin(void* writer, const char* path, int n, const char** names,
+                                const int* dtypes, const int* ndims, const int64_t* dims, int nmeta,
+                                const char** meta_keys, const char** meta_vals, void** out) {
+  std::vector<ck::TensorSpec> specs(static_cast<size_t>(n));
+  size_t d = 0;
+  for (int i = 0; i < n; ++i) {
+    if (dtypes[i] < 0 || dtypes[i] >= ck::kNumDTypes) {
+      return SetError(absl::InvalidArgumentError(absl::StrCat("bad dtype code ", dtypes[i])));
+    }
+    specs[i].name = names[i];
+    specs[i].dtype = static_cast<ck::DType>(dtypes[i]);
+    specs[i].shape.assign(dims + d, dims + d + ndims[i]);
+    d += static_cast<size_t>(ndims[i]);
+  }
+  auto p = static_cast<ck::FileWriter*>(writer)->Begin(path, specs, MakeMeta(nmeta, meta_keys, meta_vals));
+  if (!p.ok()) return SetError(p.status());
+  *out = p->release();
+  return 0;
+}
+
+// Address of the data region and each tensor's byte offset in it.
+GRIST_CAPI int grist_ckpt_pending_layout(void* p, uint64_t* data, uint64_t* begins, int n) {
+  auto* pf = static_cast<ck::PendingFile*>(p);
+  const auto& L = pf->layout();
+  if (static_cast<size_t>(n) != L.tensors.size()) {
+    return SetError(absl::InvalidArgumentError("tensor count mismatch"));
+  }
+  *data = reinterpret_cast<uint64_t>(pf->data());
+  for (int i = 0; i < n; ++i) begins[i] = L.tensors[i].begin;
+  return 0;
+}
+
+GRIST_CAPI void grist_ckpt_pending_mark_ready(void* p, uint64_t upto) {
+  static_cast<ck::PendingFile*>(p)->MarkReady(upto);
+}
+
+GRIST_CAPI void grist_ckpt_pending_abort(void* p, const char* why) {
+  static_cast<ck::PendingFile*>(p)->Abort(absl::CancelledError(why));
+}
+
+GRIST_CAPI int grist_ckpt_pending_done(void* p) {
+  return static_cast<ck::PendingFile*>(p)->Done() ? 1 : 0;
+}
+
+// Blocks until the file is durable; `out` gets its manifest record (JSON) for `rank`.
+GRIST_CAPI int grist_ckpt_pending_wait(void* p, int rank, const char** out) {
+  auto r = static_cast<ck::PendingFile*>(p)->Wait();
+  if (!r.ok()) return SetError(r.status());
+  grist::JsonWriter w(0);
+  w.BeginObject().Key("record").Raw(ck::FileRecordJson(ck::ToManifestFile(*r, rank)));
+  w.Field("direct", r->direct).Field("seconds", r->seconds).Field("fixed_buffers", r->fixed_buffers);
+  w.Key("notes").BeginArray();
+  for (const auto& n : r->notes) w.String(n);
+  w.EndArray().EndObject();
+  return Out(w.Take(), out);
+}
+
+GRIST_CAPI void grist_ckpt_pending_free(void* p) { delete static_cast<ck::PendingFile*>(p); }
+
+// records: n JSON file records (from grist_ckpt_pending_wait's "record").
+GRIST_CAPI int grist_ckpt_publish(const char* dir, int64_t step, int world_size, int n,
+                                  const char** records, int nmeta, const char** meta_keys,
+                                  const char** meta_vals, int keep_last) {
+  ck::Manifest m;
+  m.step = step;
+  m.world_size = world_size;
+  m.metadata = MakeMeta(nmeta, meta_keys, meta_vals);
+  for (int i = 0; i < n; ++i) {
+    auto f = ck::ParseFileRecord(records[i]);
+    if (!f.ok()) return SetError(f.status());
+    m.files.push_back(*f);
+  }
+  std::sort(m.files.begin(), m.files.end(),
+            [](const ck::ManifestFile& a, const ck::ManifestFile& b) { return a.rank < b.rank; });
+  grist::Env* env = grist::Env::Default();
+  if (absl::Status s = ck::PublishCheckpoint(env, dir, m); !s.ok()) return SetError(s);
+  return SetError(ck::ApplyRetention(env, grist::DirName(dir), keep_last));
+}
+
+GRIST_CAPI int grist_ckpt_latest(const char* root, int verify, const char** out) {
+  auto r = ck::LatestCheckpoint(grist::Env::Default(), root, verify != 0);
+  if (!r.ok()) return SetError(r.status());
+  return Out(*r, out);
+}
+
+GRIST_CAPI int grist_ckpt_list(const char* root, const char** out) {
+  auto r = ck::ListCheckpoints(grist::Env::Default(), root);
+  if (!r.ok()) return SetError(r.status());
+  grist::JsonWriter w(0);
+  w.BeginArray();
+  for (const auto& c : *r) w.BeginObject().Field("path", c.path).Field("step", c.step).EndObject();
+  w.EndArray();
+  return Out(w.Take(), out);
+}
+
+GRIST_CAPI int grist_ckpt_verify(const char* dir) {
+  return SetError(ck::VerifyCheckpoint(dir, ck::ReadOptions{}));
+}
+
+GRIST_CAPI int grist_ckpt_step_from_name(const char* dir, int64_t* step) {
+  *step = ck::StepFromName(dir);
+  return 0;
+}
+
+// Loads rank `rank` of the checkpoint at `dir` (or, when `dir` names a .safetensors file, that
+// file alone). `out_info` gets JSON: step, world_size, metadata, file_metadata, tensors with
+// name/dtype code/shape/offset/nbytes, and the data address.
+GRIST_CAPI int grist_ckpt_load(const char* dir, int rank, int verify, int direct, void** handle,
+                               const char** out_info) {
+  ck::ReadOptions ro;
+  ro.verify = verify != 0;
+  ro.direct = direct != 0;
+  auto h = std::make_unique<Loaded>();
+  std::string p(dir);
+  if (p.size() > 12 && p.substr(p.size() - 12) == ".safetensors") {
+    ro.require_checksums = false;
+    auto f = ck::ReadCheckpointFile(p, ro);
+    if (!f.ok()) return SetError(f.status());
+    h->ckpt.files.push_back(std::move(*f));
+  } else {
+    auto c = ck::LoadCheckpoint(p, ro, rank);
+    if (!c.ok()) return SetError(c.status());
+    h->ckpt = std::move(*c);
+  }
+  if (h->ckpt.files.size() != 1) {
+    return SetError(absl::InvalidArgumentError(absl::StrCat(dir, ": rank ", rank, " not found")));
+  }
+  const ck::LoadedFile& f = *h->ckpt.files[0];
+  grist::JsonWriter w(0);
+  w.BeginObject();
+  w.Field("step", h->ckpt.manifest.step).Field("world_size", h->ckpt.manifest.world_size);
+  w.Field("data", reinterpret_cast<uint64_t>(f.data()));
+  w.Field("pinned", f.pinned()).Field("direct", f.direct());
+  w.Key("metadata").BeginObject();
+  for (const auto& [k, v] : h->ckpt.manifest.metadata) w.Field(k, v);
+  w.EndObject();
+  w.Key("file_metadata").BeginObject();
+  for (const auto& [k, v] : f.header().metadata) w.Field(k, v);
+  w.EndObject();
+  w.Key("tensors").BeginArray();
+  for (const auto& t : f.tensors()) {
+    w.BeginObject().Field("name", t.name).Field("dtype", static_cast<int>(t.dtype));
+    w.Key("shape").BeginArray();
+    for (int64_t d : t.shape) w.Int(d);
+    w.EndArray();
+    w.Field("offset", t.begin).Field("nbytes", t.nbytes()).EndObject();
+  }
+  w.EndArray().EndObject();
+  *handle = h.release();
+  return Out(w.Take(), out_info);
+}
+
+GRIST_CAPI void grist_ckpt_load_free(void* h) { delete static_cast<Loaded*>(h); }

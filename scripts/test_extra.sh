@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The bounded extra checks that scripts/test.sh runs after the main suite:
+#   1. one clang build with AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer coverage
+#      instrumentation) of the libraries, the GoogleTest suites and the fuzz targets;
+#   2. ctest of the common and clean suites under the sanitizers (shared-corpus tests skipped);
+#   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60), from a seed
+#      corpus of valid inputs made here.
+# Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
+# GRIST_SANITIZER_LABELS (ctest -L regex, default 'common|clean').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${GRIST_ASAN_BUILD_DIR:-build-asan}
+JOBS=${GRIST_JOBS:-$(nproc)}
+SECONDS_EACH=${GRIST_FUZZ_SECONDS:-60}
+LABELS=${GRIST_SANITIZER_LABELS:-common|clean}
+
+if ! command -v clang++ >/dev/null; then
+  echo "test_extra: clang++ not found (scripts/setup.sh installs it)" >&2
+  exit 1
+fi
+
+echo "== ASan+UBSan build (clang) in $BUILD"
+CC=clang CXX=clang++ CXXFLAGS="-fno-sanitize-recover=all" cmake -S . -B "$BUILD" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIST_SANITIZE=address,undefined,fuzzer-no-link \
+  -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_BENCHMARKS=OFF -DGRIST_BUILD_PYTHON=OFF >/dev/null
+targets=(fuzz_records fuzz_cleaner)
+for t in common_test clean_test; do
+  if [[ -d tests/${t%_test} ]]; then targets+=("$t"); fi
+done
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+
+echo "== ctest -L '$LABELS' under ASan+UBSan"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd "$BUILD" && GRIST_CORPUS_DIR=/nonexistent ctest --output-on-failure -j "$JOBS" -L "$LABELS" --timeout 600)
+
+echo "== libFuzzer, ${SECONDS_EACH}s per target"
+SEEDS=$(mktemp -d)
+trap 'rm -rf "$SEEDS"' EXIT
+mkdir -p "$SEEDS/records" "$SEEDS/cleaner"
+jsonl='{"text":"Hello, world.\nSecond line.","id":1}
+{"text":"caf\u00e9 \u2014 na\u00efve","meta":{"a":[1,2]}}
+{"bad json
+{"id":2}
+{"text":5}
+'
+txt=$'First block of text.\nStill first.\n\nSecond block.\r\n\r\nThird \xff block.'
+printf '\x00%s' "$jsonl" >"$SEEDS/records/jsonl"
+printf '\x08%s' "$jsonl" >"$SEEDS/records/jsonl_split"
+{ printf '\x01'; printf '%s' "$jsonl" | gzip -c -n; } >"$SEEDS/records/gz"
+{ printf '\x02'; printf '%s' "$jsonl" | zstd -q -c; } >"$SEEDS/records/zst"
+printf '\x03%s' "$txt" >"$SEEDS/records/txt"
+printf '\x04%s' "$txt" >"$SEEDS/records/blocks"
+{ printf '\x05'; printf '%s' "$txt" | gzip -c -n; } >"$SEEDS/records/txtgz"
+{ printf '\x06'; printf '%s' "$txt" | zstd -q -c; } >"$SEEDS/records/txtzst"
+for i in 0 1 2 3; do
+  printf "\\x0$i%s" "$txt" >"$SEEDS/cleaner/txt$i"
+  printf "\\x0$i%s" $'The cat sat on the mat. It was happy.\n\n- item one\n- item two...\n{ javascript }\ncafe\xcc\x81 \xef\xac\x81 \xc2\xa0 x' >"$SEEDS/cleaner/mix$i"
+done
+for f in fuzz_records fuzz_cleaner; do
+  corpus="$SEEDS/${f#fuzz_}"
+  echo "-- $f"
+  "$BUILD/fuzz/$f" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 \
+    -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+done
+echo "test_extra: sanitizers and fuzzers passed"

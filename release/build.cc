@@ -1,12 +1,11 @@
 #include <simdjson.h>
 
-#include <algorithm>
-
 #include <cstdio>
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/hash.h"
@@ -16,6 +15,7 @@
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 #include "common/version.h"
+#include "dedup/dedup.h"
 #include "pack/pack.h"
 #include "release/release.h"
 #include "shard/manifest.h"
@@ -33,8 +33,10 @@ struct BuildConfig {
   std::string release_version;
   uint64_t seed = 0;
   std::vector<std::string> inputs;
-  bool clean_enabled = false;
-  std::string dedup_mode = "none";
+  bool clean_enabled = true;
+  clean::CleanOptions clean;
+  bool dedup_enabled = true;
+  dedup::DedupOptions dedup;
   std::string tokenizer_model;  // pretrained model path; empty = train
   tokenize::TrainOptions train;
   tokenize::EncodeStageOptions encode;
@@ -60,16 +62,14 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   b.seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(b.inputs, c.RequireStringList("inputs.paths"));
   if (b.inputs.empty()) return KeyError(c, "inputs.paths", "must name at least one input");
-  ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", false));
+  ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", true));
   if (b.clean_enabled) {
-    return KeyError(c, "clean.enabled",
-                    "the clean stage is not part of this grist build yet; set it to false");
+    ASSIGN_OR_RETURN(b.clean, clean::CleanOptions::FromConfig(c));
   }
-  ASSIGN_OR_RETURN(b.dedup_mode, c.GetString("dedup.mode", "none"));
-  if (b.dedup_mode != "none") {
-    return KeyError(c, "dedup.mode",
-                    absl::StrCat("'", b.dedup_mode,
-                                 "' is not available in this grist build yet; use \"none\""));
+  ASSIGN_OR_RETURN(b.dedup_enabled, c.GetBool("dedup.enabled", true));
+  if (b.dedup_enabled) {
+    ASSIGN_OR_RETURN(b.dedup, dedup::DedupOptions::FromConfig(c));
+    RETURN_IF_ERROR(b.dedup.Validate());
   }
   ASSIGN_OR_RETURN(b.tokenizer_model, c.GetString("tokenizer.model", ""));
   if (b.tokenizer_model.empty()) {
@@ -86,7 +86,8 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   b.shard_max_bytes = static_cast<uint64_t>(smb);
   std::vector<std::string> unused = c.UnusedKeys();
   if (!unused.empty()) {
-    return KeyError(c, unused.front(), "unknown key (misspelled?)");
+    return KeyError(c, unused.front(),
+                    "unknown key (misspelled, or not used with these settings)");
   }
   b.canonical_json = c.ResolvedJson(0);
   b.hash = Hash128Of(b.canonical_json);
@@ -144,38 +145,18 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   return r;
 }
 
-// Sums the per-task encode reports (tokens-TTTTT-of-NNNNN.json beside each part) into the report
-// one task over all inputs would have written: counts add up, the longest document is the maximum.
-absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
-                                                          const std::vector<std::string>& parts) {
-  tokenize::EncodeReport all;
-  for (const std::string& prefix : parts) {
-    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, prefix + ".json"));
-    simdjson::dom::parser p;
-    simdjson::dom::element e;
-    simdjson::padded_string ps(text);
-    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
-      return absl::DataLossError(absl::StrCat(prefix, ".json: not a valid encode report"));
+// The document parts a stage left at the top level of `dir` (*.jsonl.zst), in name order.
+absl::StatusOr<std::vector<std::string>> KeptParts(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  std::vector<std::string> out;
+  const std::string ext = ".jsonl.zst";
+  for (const std::string& n : names) {
+    if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0 &&
+        !env->IsDirectory(JoinPath(dir, n))) {
+      out.push_back(JoinPath(dir, n));
     }
-    uint64_t v[9];
-    const char* keys[9] = {"docs_in", "docs_out", "docs_rejected", "docs_removed", "bytes_in",
-                           "tokens", "rejected_malformed", "rejected_empty", "max_document_tokens"};
-    for (int i = 0; i < 9; ++i) {
-      if (e[keys[i]].get(v[i]) != simdjson::SUCCESS) {
-        return absl::DataLossError(absl::StrCat(prefix, ".json: no '", keys[i], "'"));
-      }
-    }
-    all.counts.docs_in += v[0];
-    all.counts.docs_out += v[1];
-    all.counts.docs_rejected += v[2];
-    all.counts.docs_removed += v[3];
-    all.counts.bytes_in += v[4];
-    all.tokens += v[5];
-    all.rejected_malformed += v[6];
-    all.rejected_empty += v[7];
-    all.max_document_tokens = std::max(all.max_document_tokens, v[8]);
   }
-  return all;
+  return out;
 }
 
 std::string Now() {
@@ -185,237 +166,16 @@ std::string Now() {
   return buf;
 }
 
-}  // namespace
-
-std::string BuildReport::Table() const {
-  std::string out =
-      "| stage | docs in | docs out | rejected | removed | tokens | samples | seconds | MB/s |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const StageSummary& s : stages) {
-    std::string secs = s.resumed ? absl::StrFormat("%.2f (earlier run)", s.seconds)
-                                 : absl::StrFormat("%.2f", s.seconds);
-    std::string mbs = s.seconds > 0 && s.bytes_in > 0
-                          ? absl::StrFormat("%.1f", s.bytes_in / s.seconds / 1e6)
-                          : std::string("-");
-    out += absl::StrFormat("| %s%s | %d | %d | %d | %d | %d | %d | %s | %s |\n", s.name,
-                           s.note.empty() ? "" : " (" + s.note + ")", s.docs_in, s.docs_out,
-                           s.docs_rejected, s.docs_removed, s.tokens, s.samples, secs, mbs);
-  }
-  out += absl::StrFormat("\nrelease %s in %s, total %.2f s, peak RSS %.0f MiB\n", release_id,
-                         output_dir, seconds, peak_rss_bytes / 1048576.0);
-  return out;
-}
-
-std::string BuildReport::ToJson() const {
-  JsonWriter w(2);
-  w.BeginObject();
-  w.Field("output_dir", output_dir).Field("release_id", release_id);
-  w.Field("seconds", seconds).Field("peak_rss_bytes", peak_rss_bytes);
-  w.Field("host", HostName()).Field("date", Now()).Field("cpu", CpuModel());
-  w.Key("stages").BeginArray();
-  for (const StageSummary& s : stages) {
-    w.BeginObject().Field("name", s.name).Field("note", s.note).Field("resumed", s.resumed);
-    w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
-    w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
-    w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
-    w.Field("seconds", s.seconds);
-    w.Field("mb_per_s", s.seconds > 0 ? s.bytes_in / s.seconds / 1e6 : 0.0);
-    w.EndObject();
-  }
-  w.EndArray().EndObject();
-  return w.Take();
-}
-
-const std::vector<std::string>& BuildStages() {
-  static const auto* stages =
-      new std::vector<std::string>{"tokenizer", "tokenize", "tokenize-merge", "pack"};
-  return *stages;
-}
-
-absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
-  Stopwatch total;
-  if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
-  const std::string& stage = opts.stage;
-  const bool staged = !stage.empty();
-  if (staged && std::find(BuildStages().begin(), BuildStages().end(), stage) == BuildStages().end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage,
-                                                   ": unknown; stages are tokenizer, tokenize, "
-                                                   "tokenize-merge, pack"));
-  }
-  if (staged && stage != "tokenize" && opts.run.tasks != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stage ", stage, " runs once; only --stage tokenize takes --task/--tasks"));
-  }
-  if (staged && opts.restart) {
-    return absl::InvalidArgumentError("--restart rebuilds every stage; it cannot go with --stage");
-  }
-  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
-  const std::string work = opts.output_dir + ".work";
-  const std::string stages_dir = JoinPath(work, "stages");
-  // A work folder from another config (or --restart) is discarded.
-  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
-  if (env->IsDirectory(stages_dir)) {
-    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
-    for (const std::string& n : names) {
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
-          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
-        if (staged) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              work, " was made with another config; remove it before a staged build"));
-        }
-        if (opts.run.progress) {
-          std::fprintf(stderr, "build: %s was made with another config; starting over\n",
-                       work.c_str());
-        }
-        RETURN_IF_ERROR(env->RemoveAll(work));
-        break;
-      }
-    }
-  }
-  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+// The pack+shard stage: packs the tokenized parts in `tokens_dir` into the release folder and
+// publishes it (reports/, then manifest.json last).
+absl::StatusOr<BuildReport> PackAndPublish(
+    Env* env, const BuildOptions& opts, const BuildConfig& bc, tokenize::Tokenizer* tok,
+    const std::string& tokens_dir, const std::vector<shard::FileInfo>& inputs,
+    const std::optional<StageRecord>& clean_rec, const std::optional<StageRecord>& dedup_rec,
+    const std::optional<StageRecord>& tok_rec, const std::optional<StageRecord>& enc_rec,
+    const Stopwatch& total) {
   BuildReport report;
   report.output_dir = opts.output_dir;
-
-  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
-  auto complete = [&](const StageRecord& r) -> absl::Status {
-    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
-  };
-
-  // clean and dedup: not part of this build yet (config switches are checked above).
-  StageSummary clean{.name = "clean"};
-  clean.note = "disabled";
-  StageSummary dedup{.name = "dedup"};
-  dedup.note = "none";
-
-  // Manifest inputs: every input file with its size and XXH3-128 (not needed by encode tasks).
-  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
-  std::vector<shard::FileInfo> inputs;
-  for (const InputFile& f : files) {
-    if (stage == "tokenize" || stage == "tokenize-merge") {
-      inputs.push_back({f.path, f.size, Hash128{}});
-      continue;
-    }
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
-    inputs.push_back({f.path, f.size, h});
-  }
-  auto needs = [&](const std::string& before, const std::string& run_first) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--stage ", stage, ": stage ", before, " has not completed under this config (no ",
-        JoinPath(stages_dir, before + ".json"), "); run --stage ", run_first, " first"));
-  };
-  uint64_t input_bytes = 0;
-  for (const auto& f : inputs) input_bytes += f.bytes;
-
-  // ---- tokenizer ----
-  const std::string model_path = JoinPath(work, "tokenizer.model");
-  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
-  if (!tok_rec && staged && stage != "tokenizer") return needs("tokenizer", "tokenizer");
-  if (!tok_rec) {
-    Stopwatch sw;
-    StageRecord r;
-    r.summary.name = "tokenizer";
-    if (!bc.tokenizer_model.empty()) {
-      auto bytes = ReadFileToString(env, bc.tokenizer_model);
-      if (!bytes.ok()) {
-        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
-      }
-      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
-      if (!t.ok()) return t.status();
-      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
-      r.summary.note = "pretrained";
-      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
-    } else {
-      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, bc.inputs, model_path, bc.train,
-                                                         opts.run.progress));
-      r.summary.docs_in = tr.documents;
-      r.summary.docs_out = tr.documents - tr.documents_rejected;
-      r.summary.docs_rejected = tr.documents_rejected;
-      r.summary.bytes_in = input_bytes;
-      r.summary.note = "trained";
-      r.report_json = tr.ToJson();
-    }
-    r.summary.seconds = sw.Seconds();
-    RETURN_IF_ERROR(complete(r));
-    tok_rec = r;
-  }
-  if (stage == "tokenizer") {
-    report.stages = {tok_rec->summary};
-    report.seconds = total.Seconds();
-    report.peak_rss_bytes = PeakRssBytes();
-    return report;
-  }
-  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
-
-  // ---- tokenize ----
-  const std::string tokens_dir = JoinPath(work, "tokens");
-  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
-  if (stage == "tokenize") {
-    // One task of many: its part goes beside the others'; tokenize-merge completes the stage.
-    if (enc_rec) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--stage tokenize: the stage is already complete (", record_path("tokenize"), ")"));
-    }
-    tokenize::EncodeStageOptions eo = bc.encode;
-    eo.model_path = model_path;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, bc.inputs, tokens_dir, eo, opts.run));
-    StageSummary s{.name = "tokenize"};
-    s.docs_in = er.counts.docs_in;
-    s.docs_out = er.counts.docs_out;
-    s.docs_rejected = er.counts.docs_rejected;
-    s.bytes_in = er.counts.bytes_in;
-    s.tokens = er.tokens;
-    s.seconds = er.seconds;
-    s.note = absl::StrCat("task ", opts.run.task, " of ", opts.run.tasks);
-    report.stages = {tok_rec->summary, s};
-    report.seconds = total.Seconds();
-    report.peak_rss_bytes = PeakRssBytes();
-    return report;
-  }
-  if (!enc_rec && stage == "tokenize-merge") {
-    Stopwatch sw;
-    ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
-    ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
-    StageRecord r;
-    r.summary.name = "tokenize";
-    r.summary.docs_in = er.counts.docs_in;
-    r.summary.docs_out = er.counts.docs_out;
-    r.summary.docs_rejected = er.counts.docs_rejected;
-    r.summary.bytes_in = er.counts.bytes_in;
-    r.summary.tokens = er.tokens;
-    r.summary.seconds = sw.Seconds();
-    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s)");
-    r.report_json = er.ToJson();
-    RETURN_IF_ERROR(complete(r));
-    enc_rec = r;
-  }
-  if (stage == "tokenize-merge") {
-    report.stages = {tok_rec->summary, enc_rec->summary};
-    report.seconds = total.Seconds();
-    report.peak_rss_bytes = PeakRssBytes();
-    return report;
-  }
-  if (!enc_rec && staged) return needs("tokenize", "tokenize (every task) and tokenize-merge");
-  if (!enc_rec) {
-    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
-    tokenize::EncodeStageOptions eo = bc.encode;
-    eo.model_path = model_path;
-    RunOptions run = opts.run;
-    run.task = 0;
-    run.tasks = 1;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, bc.inputs, tokens_dir, eo, run));
-    StageRecord r;
-    r.summary.name = "tokenize";
-    r.summary.docs_in = er.counts.docs_in;
-    r.summary.docs_out = er.counts.docs_out;
-    r.summary.docs_rejected = er.counts.docs_rejected;
-    r.summary.bytes_in = er.counts.bytes_in;
-    r.summary.tokens = er.tokens;
-    r.summary.seconds = er.seconds;
-    r.report_json = er.ToJson();
-    RETURN_IF_ERROR(complete(r));
-    enc_rec = r;
-  }
-
   // ---- pack + shard (one stage: its output is the release itself) ----
   Stopwatch pack_sw;
   if (env->IsDirectory(opts.output_dir)) {
@@ -510,8 +270,16 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   }
   JsonWriter cj(0);
   cj.BeginObject();
-  cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
-  cj.Key("dedup").BeginObject().Field("mode", bc.dedup_mode).EndObject();
+  if (clean_rec) {
+    cj.Key("clean").Raw(clean_rec->report_json);
+  } else {
+    cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
+  }
+  if (dedup_rec) {
+    cj.Key("dedup").Raw(dedup_rec->report_json);
+  } else {
+    cj.Key("dedup").BeginObject().Field("enabled", false).EndObject();
+  }
   cj.Key("tokenize").Raw(enc_rec->report_json);
   cj.Key("pack").Raw(pj.str());
   cj.Key("shard").BeginObject();
@@ -523,9 +291,26 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   cj.Field("shards_train", static_cast<uint64_t>(m.splits["train"].shards.size()));
   cj.Field("shards_validation", static_cast<uint64_t>(m.splits["validation"].shards.size()));
   cj.EndObject();
+  // Nothing lost: documents in = in shards + rejected (clean, dedup, tokenize) + removed (dedup).
+  uint64_t docs_in = es.docs_in, rejected = es.docs_rejected, removed = es.docs_removed;
+  for (const auto* rec : {&clean_rec, &dedup_rec}) {
+    if (!*rec) continue;
+    rejected += (*rec)->summary.docs_rejected;
+    removed += (*rec)->summary.docs_removed;
+  }
+  if (clean_rec) {
+    docs_in = clean_rec->summary.docs_in;
+  } else if (dedup_rec) {
+    docs_in = dedup_rec->summary.docs_in;
+  }
+  if (docs_in != es.docs_out + rejected + removed) {
+    return absl::InternalError(absl::StrCat("build: documents in (", docs_in,
+                                            ") != in shards + rejected + removed (", es.docs_out,
+                                            " + ", rejected, " + ", removed, ")"));
+  }
   cj.Key("total").BeginObject();
-  cj.Field("documents_in", es.docs_in).Field("documents_in_shards", es.docs_out);
-  cj.Field("documents_rejected", es.docs_rejected).Field("documents_removed", uint64_t{0});
+  cj.Field("documents_in", docs_in).Field("documents_in_shards", es.docs_out);
+  cj.Field("documents_rejected", rejected).Field("documents_removed", removed);
   cj.EndObject();
   cj.EndObject();
   m.counts_json = cj.Take();
@@ -540,8 +325,18 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   ps.note = absl::StrFormat("%s, %.1f%% padding", po.strategy, 100 * all.padding_fraction());
   ps.seconds = pack_sw.Seconds();
 
-  clean.docs_in = clean.docs_out = dedup.docs_in = dedup.docs_out = es.docs_in;
-  report.stages = {clean, dedup, tok_rec->summary, enc_rec->summary, ps};
+  StageSummary clean_s{.name = "clean"}, dedup_s{.name = "dedup"};
+  if (clean_rec) {
+    clean_s = clean_rec->summary;
+  } else {
+    clean_s.note = "disabled";
+  }
+  if (dedup_rec) {
+    dedup_s = dedup_rec->summary;
+  } else {
+    dedup_s.note = "disabled";
+  }
+  report.stages = {clean_s, dedup_s, tok_rec->summary, enc_rec->summary, ps};
   report.release_id = m.release_id;
   report.seconds = total.Seconds();
   report.peak_rss_bytes = PeakRssBytes();
@@ -557,6 +352,296 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   RETURN_IF_ERROR(shard::WriteManifest(env, opts.output_dir, m));
   RETURN_IF_ERROR(env->SyncDir(DirName(opts.output_dir)));
   return report;
+}
+
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<std::string>& paths) {
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, paths));
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  return inputs;
+}
+
+}  // namespace
+
+std::string BuildReport::Table() const {
+  std::string out =
+      "| stage | docs in | docs out | rejected | removed | tokens | samples | seconds | MB/s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const StageSummary& s : stages) {
+    std::string secs = s.resumed ? absl::StrFormat("%.2f (earlier run)", s.seconds)
+                                 : absl::StrFormat("%.2f", s.seconds);
+    std::string mbs = s.seconds > 0 && s.bytes_in > 0
+                          ? absl::StrFormat("%.1f", s.bytes_in / s.seconds / 1e6)
+                          : std::string("-");
+    out += absl::StrFormat("| %s%s | %d | %d | %d | %d | %d | %d | %s | %s |\n", s.name,
+                           s.note.empty() ? "" : " (" + s.note + ")", s.docs_in, s.docs_out,
+                           s.docs_rejected, s.docs_removed, s.tokens, s.samples, secs, mbs);
+  }
+  out += absl::StrFormat("\nrelease %s in %s, total %.2f s, peak RSS %.0f MiB\n", release_id,
+                         output_dir, seconds, peak_rss_bytes / 1048576.0);
+  return out;
+}
+
+std::string BuildReport::ToJson() const {
+  JsonWriter w(2);
+  w.BeginObject();
+  w.Field("output_dir", output_dir).Field("release_id", release_id);
+  w.Field("seconds", seconds).Field("peak_rss_bytes", peak_rss_bytes);
+  w.Field("host", HostName()).Field("date", Now()).Field("cpu", CpuModel());
+  w.Key("stages").BeginArray();
+  for (const StageSummary& s : stages) {
+    w.BeginObject().Field("name", s.name).Field("note", s.note).Field("resumed", s.resumed);
+    w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
+    w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
+    w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
+    w.Field("seconds", s.seconds);
+    w.Field("mb_per_s", s.seconds > 0 ? s.bytes_in / s.seconds / 1e6 : 0.0);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
+  Stopwatch total;
+  if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
+    auto bytes = ReadFileToString(env, bc.tokenizer_model);
+    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
+    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
+  }
+  const std::string work = opts.output_dir + ".work";
+  const std::string stages_dir = JoinPath(work, "stages");
+  // A work folder from another config (or --restart) is discarded.
+  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
+  if (env->IsDirectory(stages_dir)) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
+    for (const std::string& n : names) {
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
+          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
+        if (opts.run.progress) {
+          std::fprintf(stderr, "build: %s was made with another config; starting over\n",
+                       work.c_str());
+        }
+        RETURN_IF_ERROR(env->RemoveAll(work));
+        break;
+      }
+    }
+  }
+  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+
+  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
+  auto complete = [&](const StageRecord& r) -> absl::Status {
+    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
+  };
+
+  // Manifest inputs: every input file with its size and XXH3-128.
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  uint64_t input_bytes = 0;
+  for (const auto& f : inputs) input_bytes += f.bytes;
+
+  // ---- clean ----
+  std::vector<std::string> docs = bc.inputs;  // what the next stage reads
+  std::optional<StageRecord> clean_rec;
+  if (bc.clean_enabled) {
+    const std::string dir = JoinPath(work, "clean");
+    clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
+    if (!clean_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
+      StageRecord r;
+      r.summary.name = "clean";
+      r.summary.docs_in = cr.counts.docs_in;
+      r.summary.docs_out = cr.counts.docs_out;
+      r.summary.docs_rejected = cr.counts.docs_rejected;
+      r.summary.docs_removed = cr.counts.docs_removed;
+      r.summary.bytes_in = cr.record_bytes;
+      r.summary.seconds = cr.seconds;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
+      w.Field("docs_rejected", cr.counts.docs_rejected);
+      w.Field("docs_removed", cr.counts.docs_removed);
+      w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
+      w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
+      for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
+      w.EndObject().EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      clean_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+
+  // ---- dedup ----
+  std::optional<StageRecord> dedup_rec;
+  if (bc.dedup_enabled) {
+    const std::string dir = JoinPath(work, "dedup");
+    dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
+    if (!dedup_rec) {
+      RETURN_IF_ERROR(env->RemoveAll(dir));
+      RunOptions run = opts.run;
+      run.task = 0;
+      run.tasks = 1;
+      dedup::DedupOptions dopt = bc.dedup;
+      if (docs.empty()) {
+        return absl::FailedPreconditionError("build: the clean stage kept no documents");
+      }
+      ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, dopt, run));
+      StageRecord r;
+      r.summary.name = "dedup";
+      r.summary.docs_in = dr.counts.docs_in;
+      r.summary.docs_out = dr.counts.docs_out;
+      r.summary.docs_rejected = dr.counts.docs_rejected;
+      r.summary.docs_removed = dr.counts.docs_removed;
+      r.summary.bytes_in = dr.counts.bytes_in;
+      double secs = 0;
+      for (const auto& st : dr.stages) secs += st.seconds;
+      r.summary.seconds = secs;
+      JsonWriter w(0);
+      w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
+      w.Field("docs_rejected", dr.counts.docs_rejected);
+      w.Field("docs_removed", dr.counts.docs_removed);
+      w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
+      w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
+      w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
+      w.Field("threshold", dr.threshold).EndObject();
+      r.report_json = w.Take();
+      RETURN_IF_ERROR(complete(r));
+      dedup_rec = r;
+    }
+    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
+  }
+  if (docs.empty()) {
+    return absl::FailedPreconditionError("build: no documents left after clean and dedup");
+  }
+
+  // ---- tokenizer ----
+  const std::string model_path = JoinPath(work, "tokenizer.model");
+  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
+  if (!tok_rec) {
+    Stopwatch sw;
+    StageRecord r;
+    r.summary.name = "tokenizer";
+    if (!bc.tokenizer_model.empty()) {
+      auto bytes = ReadFileToString(env, bc.tokenizer_model);
+      if (!bytes.ok()) {
+        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
+      }
+      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
+      if (!t.ok()) return t.status();
+      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
+      r.summary.note = "pretrained";
+      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
+    } else {
+      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, docs, model_path, bc.train,
+                                                         opts.run.progress));
+      r.summary.docs_in = tr.documents;
+      r.summary.docs_out = tr.documents - tr.documents_rejected;
+      r.summary.docs_rejected = tr.documents_rejected;
+      r.summary.bytes_in = input_bytes;
+      r.summary.note = "trained";
+      r.report_json = tr.ToJson();
+    }
+    r.summary.seconds = sw.Seconds();
+    RETURN_IF_ERROR(complete(r));
+    tok_rec = r;
+  }
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
+
+  // ---- tokenize ----
+  const std::string tokens_dir = JoinPath(work, "tokens");
+  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
+  if (!enc_rec) {
+    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
+    tokenize::EncodeStageOptions eo = bc.encode;
+    eo.model_path = model_path;
+    RunOptions run = opts.run;
+    run.task = 0;
+    run.tasks = 1;
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, run));
+    StageRecord r;
+    r.summary.name = "tokenize";
+    r.summary.docs_in = er.counts.docs_in;
+    r.summary.docs_out = er.counts.docs_out;
+    r.summary.docs_rejected = er.counts.docs_rejected;
+    r.summary.bytes_in = er.counts.bytes_in;
+    r.summary.tokens = er.tokens;
+    r.summary.seconds = er.seconds;
+    r.report_json = er.ToJson();
+    RETURN_IF_ERROR(complete(r));
+    enc_rec = r;
+  }
+
+  return PackAndPublish(env, opts, bc, tok.get(), tokens_dir, inputs, clean_rec, dedup_rec,
+                        tok_rec, enc_rec, total);
+}
+
+absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& po) {
+  Stopwatch total;
+  if (po.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, po.config_path));
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, po.model_path));
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, po.tokens_dir));
+  ASSIGN_OR_RETURN(std::vector<shard::FileInfo> inputs, HashInputs(env, bc.inputs));
+  // The tokenize stage's counts: the sum over the tasks' reports.
+  uint64_t v[9] = {0};
+  static const char* const kKeys[9] = {"docs_in", "docs_out", "docs_rejected",
+                                       "docs_removed", "bytes_in", "tokens",
+                                       "rejected_malformed", "rejected_empty",
+                                       "max_document_tokens"};
+  for (const std::string& part : parts) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, part + ".json"));
+    simdjson::dom::parser p;
+    simdjson::padded_string ps(text);
+    simdjson::dom::element e;
+    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
+      return absl::DataLossError(absl::StrCat(part, ".json: not valid JSON"));
+    }
+    for (int k = 0; k < 9; ++k) {
+      uint64_t x;
+      if (e[kKeys[k]].get(x) != simdjson::SUCCESS) {
+        return absl::DataLossError(absl::StrCat(part, ".json: missing '", kKeys[k], "'"));
+      }
+      v[k] = k == 8 ? std::max(v[k], x) : v[k] + x;
+    }
+  }
+  StageRecord enc;
+  enc.summary.name = "tokenize";
+  enc.summary.note = absl::StrCat(parts.size(), " task(s)");
+  enc.summary.docs_in = v[0];
+  enc.summary.docs_out = v[1];
+  enc.summary.docs_rejected = v[2];
+  enc.summary.docs_removed = v[3];
+  enc.summary.bytes_in = v[4];
+  enc.summary.tokens = v[5];
+  enc.summary.resumed = true;
+  JsonWriter w(0);
+  w.BeginObject();
+  for (int k = 0; k < 9; ++k) w.Field(kKeys[k], v[k]);
+  w.EndObject();
+  enc.report_json = w.Take();
+  StageRecord tr;
+  tr.summary.name = "tokenizer";
+  tr.summary.note = "given";
+  tr.summary.resumed = true;
+  BuildOptions opts;
+  opts.config_path = po.config_path;
+  opts.output_dir = po.output_dir;
+  opts.run = po.run;
+  return PackAndPublish(env, opts, bc, tok.get(), po.tokens_dir, inputs, std::nullopt,
+                        std::nullopt, tr, enc, total);
 }
 
 }  // namespace grist::release

@@ -52,21 +52,22 @@ struct BuildOptions {
   RunOptions run;
   // Discard the work folder and rebuild every stage.
   bool restart = false;
-  // Run one stage only, so a cluster can spread the build over jobs (scripts/slurm/): empty runs
-  // every stage in order. "tokenizer" trains (or copies) the tokenizer; "tokenize" encodes task
-  // run.task of run.tasks into the work folder (tasks run concurrently, on any nodes sharing it);
-  // "tokenize-merge" checks that every task's part is there (FailedPrecondition naming the missing
-  // task otherwise) and records the stage complete; "pack" packs and shards into the release. Each
-  // needs the stages before it complete (FailedPrecondition naming the stage to run). The release
-  // is byte-identical to an unstaged build of the same config, whatever the task count. A work
-  // folder from another config is an error here rather than discarded (tasks run concurrently).
-  std::string stage;
 };
 
-// The stage names BuildOptions::stage accepts, in order.
-const std::vector<std::string>& BuildStages();
-
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
+
+struct PackReleaseOptions {
+  std::string config_path;  // reads [pack], [split], [shard], seed, release.version, inputs.paths
+  std::string tokens_dir;   // a complete `grist tokenize encode` output (all N tasks)
+  std::string model_path;   // the tokenizer the tokens were made with
+  std::string output_dir;
+  RunOptions run;
+};
+
+// The pack+shard stage alone (`grist pack`): packs the tasks' token parts, in task order, into a
+// release. The parts of N tasks give the same release bytes as the parts of 1 task. The manifest's
+// tokenize counts are the sum of the tasks' reports; clean and dedup are recorded as not run.
+absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& options);
 
 struct VerifyReport {
   uint64_t files_checked = 0;

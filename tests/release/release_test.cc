@@ -9,21 +9,21 @@
 #include "common/env.h"
 #include "shard/manifest.h"
 #include "tests/test_util.h"
+#include "tokenize/encode.h"
 
 namespace grist::release {
 namespace {
 
 using grist::testing::TempDir;
 
-// A small real corpus: two wikinews files plus the 'botchan' novel as blocks of text.
+// A small real corpus: one Wikinews file (about 1,000 records, half of them empty redirects).
 std::string Config(const std::string& corpus, const std::string& extra = "",
                    const std::string& seq_len = "256") {
   return absl::StrCat(R"(seed = 42
 [release]
 version = "1.0"
 [inputs]
-paths = [")", corpus, R"(/wikinews-en/wiki_05.jsonl.zst", ")", corpus,
-                      R"(/wikinews-en/wiki_06.jsonl.zst"]
+paths = [")", corpus, R"(/wikinews-en/wiki_05.jsonl.zst"]
 [tokenizer]
 vocab_size = 600
 input_sentence_size = 20000
@@ -33,7 +33,9 @@ strategy = "bestfit"
 [split]
 validation_fraction = 0.05
 [shard]
-max_bytes = 200000
+max_bytes = 120000
+[dedup]
+memory_limit_mb = 64
 )", extra);
 }
 
@@ -83,6 +85,20 @@ TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
   EXPECT_EQ(tok.docs_in, tok.docs_out + tok.docs_rejected);
   EXPECT_EQ(m.split("train")->documents + m.split("validation")->documents, tok.docs_out);
   EXPECT_NE(m.counts_json.find(absl::StrCat("\"docs_in\":", tok.docs_in)), std::string::npos);
+  // Across clean (rejects) and dedup (removals) too.
+  const StageSummary& cl = a->stages[0];
+  const StageSummary& dd = a->stages[1];
+  EXPECT_EQ(cl.name, "clean");
+  EXPECT_EQ(dd.name, "dedup");
+  EXPECT_GT(cl.docs_rejected, 0u);
+  EXPECT_EQ(cl.docs_out, dd.docs_in);
+  EXPECT_EQ(dd.docs_out, tok.docs_in);
+  EXPECT_EQ(cl.docs_in, tok.docs_out + cl.docs_rejected + dd.docs_rejected + dd.docs_removed +
+                            tok.docs_rejected);
+  EXPECT_NE(m.counts_json.find(absl::StrCat("\"total\":{\"documents_in\":", cl.docs_in,
+                                            ",\"documents_in_shards\":", tok.docs_out)),
+            std::string::npos)
+      << m.counts_json;
   // A verified release.
   auto v = VerifyRelease(Env::Default(), tmp.Join("a"));
   ASSERT_TRUE(v.ok());
@@ -90,6 +106,49 @@ TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
   // Timings live in reports/, not in the manifest.
   EXPECT_TRUE(Env::Default()->FileExists(tmp.Join("a/reports/build.json")));
   EXPECT_EQ(m.counts_json.find("seconds"), std::string::npos);
+}
+
+TEST(ReleaseTest, OneTaskAndThreeTasksMergedGiveTheSameRelease) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en");
+  std::string root = grist::testing::CorpusDir();
+  TempDir tmp;
+  std::string cfg = tmp.Join("c.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), cfg, Config(root)).ok());
+  const std::string model = root + "/tokenizers/sentencepiece-test-unigram-1k/test_model.model";
+  std::vector<std::string> in = {corpus + "/wiki_07.jsonl.zst", corpus + "/wiki_08.jsonl.zst",
+                                 corpus + "/wiki_09.jsonl.zst"};
+  tokenize::EncodeStageOptions eo;
+  eo.model_path = model;
+  eo.split_bytes = 256 << 10;
+  RunOptions run;
+  run.progress = false;
+  ASSERT_TRUE(tokenize::RunEncode(Env::Default(), in, tmp.Join("t1"), eo, run).ok());
+  run.tasks = 3;
+  for (run.task = 0; run.task < 3; ++run.task) {
+    ASSERT_TRUE(tokenize::RunEncode(Env::Default(), in, tmp.Join("t3"), eo, run).ok());
+  }
+  for (const char* t : {"t1", "t3"}) {
+    PackReleaseOptions po;
+    po.config_path = cfg;
+    po.tokens_dir = tmp.Join(t);
+    po.model_path = model;
+    po.output_dir = tmp.Join(std::string("r") + t);
+    po.run.progress = false;
+    po.run.threads = t[1] == '1' ? 1 : 2;
+    auto r = PackRelease(Env::Default(), po);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  auto files = ReleaseFiles(tmp.Join("rt1"));
+  EXPECT_GE(files.size(), 2u + 6u);
+  EXPECT_EQ(files, ReleaseFiles(tmp.Join("rt3")));
+  for (const auto& f : files) {
+    EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("rt1/" + f)),
+              *ReadFileToString(Env::Default(), tmp.Join("rt3/" + f)))
+        << f;
+  }
+  auto v = VerifyRelease(Env::Default(), tmp.Join("rt3"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok());
 }
 
 TEST(ReleaseTest, ResumesFromCompletedStages) {

@@ -456,10 +456,12 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--files", f->files, "Rank files per checkpoint")->capture_default_str();
   app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
   app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
-  app->add_flag("--sweep", f->sweep, "Table over queue depths x block sizes, direct and buffered");
-  app->add_option("--sweep-queue-depths", f->sweep_qd, "Comma-separated queue depths for --sweep")
+  // --grid (not --sweep: that is the harness's one-parameter sweep with plots, which works here
+  // over --queue-depth, --block-size or --threads).
+  app->add_flag("--grid", f->sweep, "Table over queue depths x block sizes, direct and buffered");
+  app->add_option("--grid-queue-depths", f->sweep_qd, "Comma-separated queue depths for --grid")
       ->capture_default_str();
-  app->add_option("--sweep-block-sizes", f->sweep_bs, "Comma-separated block sizes for --sweep")
+  app->add_option("--grid-block-sizes", f->sweep_bs, "Comma-separated block sizes for --grid")
       ->capture_default_str();
   app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
   app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();

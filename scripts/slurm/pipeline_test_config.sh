@@ -26,7 +26,7 @@ paths = ["$dir/corpus.jsonl"]
 [clean]
 enabled = false
 [dedup]
-mode = "none"
+enabled = false
 [tokenizer]
 model_type = "bpe"
 vocab_size = 400

@@ -181,9 +181,26 @@ absl::Status RunAll(const AllFlags& flags) {
                                       "--repetitions", absl::StrCat(o.repetitions),
                                       "--warmup", absl::StrCat(o.warmup), "--quiet"};
     if (!flags.full) args.push_back("--quick");
+    // A bench that needs a directory to work in (--dir) gets one inside its report folder, so its
+    // file system is the one --output is on.
+    for (const auto& b : BenchRegistry()) {
+      if (b.name != name) continue;
+      CLI::App probe;
+      try {
+        (void)b.setup(&probe);
+      } catch (const CLI::Error&) {
+        break;  // the child reports the clash itself
+      }
+      if (probe.get_option_no_throw("--dir") != nullptr) {
+        std::string work = JoinPath(dir, "work");
+        RETURN_IF_ERROR(env->CreateDirs(work));
+        args.insert(args.end(), {"--dir", work});
+      }
+    }
     std::printf("[%zu/%zu] grist bench %s ...", i + 1, names.size(), name.c_str());
     std::fflush(stdout);
     Outcome out = RunChild(name, args, JoinPath(dir, "log.txt"), flags.timeout_s);
+    (void)env->RemoveAll(JoinPath(dir, "work"));
     std::printf(" %s (%.1f s)%s%s\n", out.status.c_str(), out.seconds,
                 out.detail.empty() ? "" : ": ", out.detail.c_str());
     std::fflush(stdout);
@@ -218,7 +235,9 @@ absl::Status RunAll(const AllFlags& flags) {
       auto log = ReadFileToString(env, JoinPath(o.output_dir, absl::StrCat(out.name, "/log.txt")));
       absl::StrAppend(&md, "\n**", out.status, "**", out.detail.empty() ? "" : ": ",
                       out.detail.empty() ? "" : LastLines(out.detail, 1), "\n\n```\n",
-                      log.ok() ? LastLines(*log, 15) : "(no log)", "\n```\n");
+                      log.ok() && !LastLines(*log, 15).empty() ? LastLines(*log, 15)
+                                                               : "(the log is empty)",
+                      "\n```\n");
     }
   }
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(o.output_dir, "index.md"), md));

@@ -96,6 +96,8 @@ BenchRunner Setup(CLI::App* app) {
       f->work = JoinPath(t && *t ? t : "/tmp", "grist-bench-tokenize");
     }
     RETURN_IF_ERROR(env->CreateDirs(f->work));
+    // --quick (grist bench all): 2 MiB of text unless --max-bytes says otherwise.
+    if (f->options.quick && f->max_bytes == (32ull << 20)) f->max_bytes = 2ull << 20;
     ASSIGN_OR_RETURN(auto prepared, Prepare(*f));
     const double mb = prepared.first / 1e6;
     int threads = f->threads > 0 ? f->threads : ThreadPool(0).size();

@@ -756,6 +756,14 @@ std::string Report::JsonWith(const std::string& environment_json) const {
 
 absl::Status Report::Finish() {
   written_.clear();
+  if (!options_.sweep.empty() && sweep_param_.empty()) {
+    // The bench neither swept nor has a flag the harness could sweep: say so rather than
+    // presenting one point as a sweep.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sweep ", options_.sweep, ": grist bench ", name_,
+        " has no flag for this parameter and does not sweep it itself; see grist bench ", name_,
+        " --help"));
+  }
   std::string md = Markdown();
   std::fputs(md.c_str(), stdout);
   std::fflush(stdout);

@@ -119,8 +119,8 @@ std::string TickText(double v) {
 }
 
 std::string RenderLinePlot(const LinePlot& plot) {
-  const int legend_w = 230;
-  const int width = 820;
+  const int legend_w = 270;
+  const int width = 880;
   const double left = 85, top = 50, right = width - legend_w - 20;
   const double plot_h = 330;
   const double bottom = top + plot_h;
@@ -259,12 +259,12 @@ std::string RenderLinePlot(const LinePlot& plot) {
   for (const auto& s : plot.series) {
     svg += Line(lx, ly, lx + 28, ly, s.color, 2, DashArray(s.style));
     svg += Marker(lx + 14, ly, s);
-    svg += Text(lx + 36, ly + 4, Truncate(s.label, 30));
+    svg += Text(lx + 36, ly + 4, Truncate(s.label, 36));
     ly += 22;
   }
   for (const auto& l : plot.lines) {
     svg += Line(lx, ly, lx + 28, ly, l.color, 2, " stroke-dasharray=\"10,3,2,3\"");
-    svg += Text(lx + 36, ly + 4, Truncate(l.label, 30));
+    svg += Text(lx + 36, ly + 4, Truncate(l.label, 36));
     ly += 22;
   }
   double fy = bottom + 62;
@@ -316,7 +316,8 @@ std::string RenderRatioBars(const RatioBars& bars) {
       const char* color = b.advantage >= 1 ? "#1f77b4" : "#ff7f0e";
       svg += absl::StrCat("<rect x=\"", F(bar_left), "\" y=\"", F(y + 7), "\" width=\"", F(w),
                           "\" height=\"", F(row - 14), "\" fill=\"", color, "\"/>\n");
-      svg += Text(px(b.advantage) + 5, y + row / 2 + 4, absl::StrFormat("%.2fx", b.advantage));
+      svg += Text(px(b.advantage) + 5, y + row / 2 + 4, absl::StrFormat("%.2fx", b.advantage),
+                  "stroke=\"#ffffff\" stroke-width=\"3\" paint-order=\"stroke\"");
     } else {
       svg += Text(bar_left + 6, y + row / 2 + 4, "no peer", "fill=\"#888888\"");
     }

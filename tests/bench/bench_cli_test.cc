@@ -121,6 +121,28 @@ TEST(BenchCliTest, AllReportsAFailingCrashingOrHangingBenchAndGoesOn) {
   }
 }
 
+TEST(BenchCliTest, HarnessSweepsABenchOverItsOwnFlag) {
+  testing::TempDir tmp;
+  // fs has --size-mib but does not sweep it itself: the harness runs one process per value.
+  CliRun r = Grist("bench fs --quick --repetitions 1 --warmup 0 --sweep size_mib=2,4 --output " +
+                   tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto md = ReadFileToString(Env::Default(), tmp.Join("fs.md"));
+  ASSERT_TRUE(md.ok());
+  EXPECT_THAT(*md, HasSubstr("### grist bench fs: sweep over size_mib\n"));
+  EXPECT_THAT(*md, HasSubstr("#### sequential write + fsync (MB/s)\n\n| size_mib |"));
+  EXPECT_THAT(*md, HasSubstr("\n| 2 | "));
+  EXPECT_THAT(*md, HasSubstr("\n| 4 | "));
+  EXPECT_THAT(*md, HasSubstr("Swept by the harness: one `grist bench fs --size-mib <value>` process per point."));
+  auto names = Env::Default()->ListDir(tmp.path());
+  ASSERT_TRUE(names.ok());
+  EXPECT_THAT(*names, ::testing::ElementsAre("fs-0.json", "fs-sequential-read-page-cache-warm.svg",
+                                             "fs-sequential-write-fsync.svg", "fs.md"));
+  auto json = ReadFileToString(Env::Default(), tmp.Join("fs-0.json"));
+  EXPECT_THAT(*json, HasSubstr("\"sweep_param\": \"size_mib\""));
+  EXPECT_THAT(*json, HasSubstr("\"sweep_value\": \"4\""));
+}
+
 TEST(BenchCliTest, AllRejectsUnknownNamesAndSweeps) {
   testing::TempDir tmp;
   CliRun r = Grist("bench all --only nosuch --output " + tmp.path());

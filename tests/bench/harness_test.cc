@@ -1,6 +1,7 @@
 // The bench harness: sweep parsing, statistics, the Amdahl fit, reports (Markdown, JSON, plots,
 // files written) and the output-directory checks.
 #include "bench/harness.h"
+#include "bench/sweep_driver.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -249,6 +250,49 @@ TEST(ReportTest, FinishWritesOneJsonPerRunTheTableAndThePlot) {
   auto md = ReadFileToString(env, tmp.Join("out/demo.md"));
   EXPECT_THAT(*md, HasSubstr("\nMeasured on "));
   EXPECT_THAT(*md, HasSubstr("Full record in the JSON file."));
+}
+
+TEST(ReportTest, ABenchThatIgnoresSweepFailsInsteadOfReportingOnePoint) {
+  Options o;
+  o.sweep = "threads=1,2";
+  Report r("deaf", o);
+  r.AddFigure(Fig("x", 1, 1.0));
+  absl::Status s = r.Finish();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--sweep threads=1,2: grist bench deaf has no flag"));
+}
+
+TEST(SweepDriverTest, FiguresRoundTripThroughTheJsonRecord) {
+  Report r("rt", Options{});
+  r.SetParam("size", "1 MiB");
+  r.AddNote("n1");
+  Figure a = Fig("enc", 10, 5.0);
+  a.peer_is_ceiling = true;
+  a.target = ">= 1x";
+  Figure b = Fig("lat", 2, std::nullopt);
+  b.higher_is_better = false;
+  r.AddFigure(a);
+  r.AddFigure(b);
+  std::vector<std::pair<std::string, std::string>> params;
+  std::vector<std::string> notes;
+  auto figs = FiguresFromJson(r.Json(), &params, &notes);
+  ASSERT_TRUE(figs.ok()) << figs.status();
+  ASSERT_EQ(figs->size(), 2u);
+  EXPECT_EQ((*figs)[0].name, "enc");
+  EXPECT_EQ((*figs)[0].unit, "MB/s");
+  EXPECT_THAT((*figs)[0].ours.samples, ElementsAre(9, 10, 11));
+  EXPECT_EQ((*figs)[0].ours.median, 10);
+  ASSERT_TRUE((*figs)[0].peer.has_value());
+  EXPECT_EQ((*figs)[0].peer->median, 5);
+  EXPECT_TRUE((*figs)[0].peer_is_ceiling);
+  EXPECT_EQ((*figs)[0].target, ">= 1x");
+  EXPECT_FALSE((*figs)[1].peer.has_value());
+  EXPECT_EQ((*figs)[1].peer_note, "peerx not installed");
+  EXPECT_FALSE((*figs)[1].higher_is_better);
+  EXPECT_THAT(params, ElementsAre(std::make_pair(std::string("size"), std::string("1 MiB"))));
+  EXPECT_THAT(notes, ElementsAre("n1"));
+  EXPECT_EQ(FiguresFromJson("{", nullptr, nullptr).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(SweepFlag("queue_depth"), "--queue-depth");
 }
 
 TEST(OutputDirTest, FullDiskIsAClearError) {

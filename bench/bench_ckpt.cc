@@ -1,8 +1,9 @@
 // `grist bench ckpt`: checkpoint write throughput, write amplification and the time the caller is
 // blocked, beside the peers measured in the same run on the same directory: fio with O_DIRECT and
 // io_uring (the disk's ceiling), plain buffered write()+fsync, torch.save (+fsync) through
-// /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep prints
-// a table over queue depths and block sizes for the week-13 lab.
+// /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep
+// queue_depth=1,4,16,64 (or block_size=256K,1M,4M, or mode=direct,buffered) gives the week-13 lab
+// its table and plots; --quick caps the size at 64 MiB.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -43,11 +44,9 @@ struct CkptFlags {
   int files = 1;
   int tensors = 16;
   bool async = false;
-  bool sweep = false;
-  std::string sweep_qd = "1,4,16,64";
-  std::string sweep_bs = "256K,1M,4M,16M";
   bool no_peers = false;
-  std::string python = "/usr/bin/python3";
+  std::string overlap = "auto";
+  std::string python;  // empty: FindPython picks one that imports torch
 };
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
@@ -256,10 +255,11 @@ absl::StatusOr<std::vector<double>> TorchPeer(const CkptFlags& f, uint64_t size)
       f.options.warmup, size);
   const std::string script_path = path + ".py";
   RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), script_path, script));
-  auto r = RunCommand(absl::StrCat(f.python, " ", script_path));
+  const std::string python = FindPython(f.python, "torch");
+  auto r = RunCommand(absl::StrCat(python, " ", script_path));
   ::unlink(script_path.c_str());
   if (!r.ok()) return r.status();
-  if (r->exit_code != 0) return absl::UnavailableError("torch not importable by " + f.python);
+  if (r->exit_code != 0) return absl::UnavailableError("torch not importable by " + python);
   std::vector<double> v;
   for (absl::string_view tok : absl::StrSplit(r->output, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
     double x;
@@ -283,59 +283,14 @@ std::vector<std::unique_ptr<ck::FileWriter>> MakeWriters(const CkptFlags& f, int
     o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
     o.queue_depth = qd;
     o.block_size = bs;
+    o.overlap = f.overlap == "on" ? ck::Overlap::kOn : f.overlap == "off" ? ck::Overlap::kOff : ck::Overlap::kAuto;
     w.push_back(std::move(*ck::FileWriter::Create(o)));
   }
   return w;
 }
 
-absl::Status RunSweep(const CkptFlags& f, const HostState& st, const ck::WriteAmpMeter& meter, uint64_t size) {
-  std::vector<int> qds;
-  std::vector<uint64_t> bss;
-  for (absl::string_view s : absl::StrSplit(f.sweep_qd, ',')) {
-    int v;
-    if (!absl::SimpleAtoi(s, &v) || v < 1) return absl::InvalidArgumentError("bad --sweep-queue-depths");
-    qds.push_back(v);
-  }
-  for (absl::string_view s : absl::StrSplit(f.sweep_bs, ',')) {
-    ASSIGN_OR_RETURN(uint64_t v, ParseBytes(std::string(s)));
-    if (v % 4096) return absl::InvalidArgumentError("sweep block sizes must be multiples of 4096");
-    bss.push_back(v);
-  }
-  std::printf("\n| mode | queue depth | block size | grist GB/s (median) | fio GB/s | grist/fio | write amp (device) |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
-  int run = 1000;
-  for (bool direct : {true, false}) {
-    for (int qd : qds) {
-      for (uint64_t bs : bss) {
-        auto writers = MakeWriters(f, qd, bs, direct);
-        std::vector<double> gbps, wa;
-        for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
-          ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
-          if (r < f.options.warmup) continue;
-          gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
-          wa.push_back(rr.wa.device_ratio());
-        }
-        Stats ours = Stats::Of(gbps);
-        Stats w = Stats::Of(wa);
-        std::string fio = "n/a", ratio = "n/a";
-        if (!f.no_peers && HaveProgram("fio")) {
-          auto p = FioPeer(f, size, qd, bs, direct);
-          if (p.ok()) {
-            fio = absl::StrFormat("%.3f", *p);
-            ratio = absl::StrFormat("%.2f", ours.median / *p);
-          }
-        }
-        std::printf("| %s | %d | %s | %.3f | %s | %s | %.3f |\n", direct ? "direct" : "buffered", qd,
-                    Human(bs).c_str(), ours.median, fio.c_str(), ratio.c_str(), w.median);
-        std::fflush(stdout);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Run(CkptFlags f) {
-  if (f.dir.empty()) return absl::InvalidArgumentError("--dir is required");
+  if (f.dir.empty()) f.dir = f.options.output_dir.empty() ? "." : f.options.output_dir;
   if (f.mode != "direct" && f.mode != "buffered") {
     return absl::InvalidArgumentError("--mode must be direct or buffered");
   }
@@ -343,6 +298,7 @@ absl::Status Run(CkptFlags f) {
     return absl::InvalidArgumentError("--files, --threads, --tensors and --queue-depth must be >= 1");
   }
   ASSIGN_OR_RETURN(uint64_t size, ParseBytes(f.size));
+  if (f.options.quick) size = std::min<uint64_t>(size, 64ull << 20);
   ASSIGN_OR_RETURN(uint64_t bs, ParseBytes(f.block_size));
   if (bs % 4096) return absl::InvalidArgumentError("--block-size must be a multiple of 4096");
   RETURN_IF_ERROR(Env::Default()->CreateDirs(f.dir));
@@ -367,74 +323,106 @@ absl::Status Run(CkptFlags f) {
   report.SetParam("threads", std::to_string(f.threads));
   report.SetParam("tensors per file", std::to_string(f.tensors));
   report.SetParam("async", f.async ? "yes" : "no");
+  report.SetParam("copy/write overlap", absl::StrCat(f.overlap, " (", std::thread::hardware_concurrency(), " CPUs)"));
 
-  if (f.sweep) return RunSweep(f, st, meter, size);
-
-  auto writers = MakeWriters(f, f.queue_depth, bs, f.mode == "direct");
-  std::vector<double> gbps, blocked, dev_wa, proc_wa;
-  std::vector<std::string> notes;
-  int run = 0;
-  for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
-    ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
-    if (r < f.options.warmup) continue;
-    gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
-    blocked.push_back(rr.blocked_s);
-    dev_wa.push_back(rr.wa.device_ratio());
-    proc_wa.push_back(rr.wa.process_ratio());
-    notes = rr.notes;
-  }
-  for (const auto& n : notes) report.AddNote(n);
-
-  auto peer_or_note = [&](Figure fig, absl::StatusOr<Stats> peer) {
-    if (peer.ok()) fig.peer = *peer;
-    else fig.peer_note = std::string(peer.status().message());
-    report.AddFigure(std::move(fig));
+  // The figures at one setting; peers at the same setting, measured in the same run.
+  auto measure = [&](int qd, uint64_t block, bool direct, bool with_torch)
+      -> absl::StatusOr<std::vector<Figure>> {
+    std::vector<Figure> figs;
+    auto writers = MakeWriters(f, qd, block, direct);
+    std::vector<double> gbps, blocked, dev_wa, proc_wa;
+    std::vector<std::string> notes;
+    static int run = 0;
+    for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
+      ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
+      if (r < f.options.warmup) continue;
+      gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
+      blocked.push_back(rr.blocked_s);
+      dev_wa.push_back(rr.wa.device_ratio());
+      proc_wa.push_back(rr.wa.process_ratio());
+      notes = rr.notes;
+    }
+    for (const auto& n : notes) report.AddNote(n);
+    auto peer_or_note = [&](Figure fig, absl::StatusOr<Stats> peer) {
+      if (peer.ok()) fig.peer = *peer;
+      else fig.peer_note = std::string(peer.status().message());
+      figs.push_back(std::move(fig));
+    };
+    Figure write{"checkpoint write", "GB/s", Stats::Of(gbps),
+                 direct ? "fio O_DIRECT io_uring (ceiling)" : "fio buffered io_uring"};
+    write.target = ">= 0.9 x fio";
+    if (f.no_peers) {
+      write.peer_note = "--no-peers";
+      figs.push_back(write);
+    } else if (!HaveProgram("fio")) {
+      write.peer_note = "fio not installed";
+      figs.push_back(write);
+    } else {
+      peer_or_note(write, Repeat(f.options, [&] { return FioPeer(f, size, qd, block, direct); }));
+    }
+    Figure buffered{"checkpoint write", "GB/s", Stats::Of(gbps), "buffered write()+fsync"};
+    buffered.target = ">= 2 x buffered";
+    if (f.no_peers) {
+      buffered.peer_note = "--no-peers";
+      figs.push_back(buffered);
+    } else {
+      peer_or_note(buffered, Repeat(f.options, [&] { return BufferedPeer(f, st, block); }));
+    }
+    if (with_torch) {
+      Figure torch{"checkpoint write", "GB/s", Stats::Of(gbps), "torch.save + fsync"};
+      torch.target = ">= 2 x torch.save";
+      if (f.no_peers) {
+        torch.peer_note = "--no-peers";
+        figs.push_back(torch);
+      } else {
+        auto t = TorchPeer(f, size);
+        peer_or_note(torch, t.ok() ? absl::StatusOr<Stats>(Stats::Of(*t)) : absl::StatusOr<Stats>(t.status()));
+      }
+    }
+    Figure wa{"write amplification (device sectors / logical)", "x", Stats::Of(dev_wa), ""};
+    wa.higher_is_better = false;
+    wa.target = "<= 1.02 on ext4 (4 GiB)";
+    wa.peer_note = meter.device().empty() ? "no local block device" : "whole-device counter";
+    figs.push_back(wa);
+    report.AddNote(absl::StrFormat("write amplification (median, qd %d, block %s, %s): device %.5f, "
+                                   "/proc/self/io %.5f", qd, Human(block), direct ? "direct" : "buffered",
+                                   Stats::Of(dev_wa).median, Stats::Of(proc_wa).median));
+    Figure pwa{"write amplification (/proc/self/io)", "x", Stats::Of(proc_wa), ""};
+    pwa.higher_is_better = false;
+    figs.push_back(pwa);
+    if (f.async) {
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return ErrnoError(errno, "allocating the memcpy peer buffer");
+      std::memset(p, 0, size);
+      Figure blk{"caller blocked (--async)", "s", Stats::Of(blocked), "memcpy snapshot of the same bytes"};
+      blk.higher_is_better = false;
+      blk.target = "<= 1.2 x memcpy";
+      peer_or_note(blk, Repeat(f.options, [&] { return MemcpyPeer(st, static_cast<char*>(p)); }));
+      ::munmap(p, size);
+    }
+    return figs;
   };
-  Figure write{"checkpoint write", "GB/s", Stats::Of(gbps), "fio O_DIRECT io_uring (ceiling)"};
-  write.target = ">= 0.9 x fio";
-  if (f.no_peers) {
-    write.peer_note = "--no-peers";
-    report.AddFigure(write);
-  } else if (!HaveProgram("fio")) {
-    write.peer_note = "fio not installed";
-    report.AddFigure(write);
+
+  ASSIGN_OR_RETURN(auto sweep, SweepFromOptions(f.options, {"queue_depth", "block_size", "mode"}));
+  if (sweep) {
+    RETURN_IF_ERROR(RunSweep(&report, *sweep, [&](const std::string& v) -> absl::StatusOr<std::vector<Figure>> {
+      int qd = f.queue_depth;
+      uint64_t block = bs;
+      bool direct = f.mode == "direct";
+      if (sweep->param == "mode") {
+        if (v != "direct" && v != "buffered") return absl::InvalidArgumentError("mode values: direct, buffered");
+        direct = v == "direct";
+      } else {
+        ASSIGN_OR_RETURN(int64_t x, SweepInt(*sweep, v));
+        if (sweep->param == "queue_depth") qd = static_cast<int>(x);
+        else block = static_cast<uint64_t>(x);
+        if (block % 4096) return absl::InvalidArgumentError("block sizes must be multiples of 4096");
+      }
+      return measure(qd, block, direct, /*with_torch=*/false);
+    }));
   } else {
-    peer_or_note(write, Repeat(f.options, [&] { return FioPeer(f, size, f.queue_depth, bs, true); }));
-  }
-  Figure buffered{"checkpoint write", "GB/s", Stats::Of(gbps), "buffered write()+fsync"};
-  buffered.target = ">= 2 x buffered";
-  if (f.no_peers) {
-    buffered.peer_note = "--no-peers";
-    report.AddFigure(buffered);
-  } else {
-    peer_or_note(buffered, Repeat(f.options, [&] { return BufferedPeer(f, st, bs); }));
-  }
-  Figure torch{"checkpoint write", "GB/s", Stats::Of(gbps), "torch.save + fsync"};
-  torch.target = ">= 2 x torch.save";
-  if (f.no_peers) {
-    torch.peer_note = "--no-peers";
-    report.AddFigure(torch);
-  } else {
-    auto t = TorchPeer(f, size);
-    peer_or_note(torch, t.ok() ? absl::StatusOr<Stats>(Stats::Of(*t)) : absl::StatusOr<Stats>(t.status()));
-  }
-  Figure wa{"write amplification (device sectors / logical)", "x", Stats::Of(dev_wa), ""};
-  wa.higher_is_better = false;
-  wa.target = "<= 1.02 on ext4 (4 GiB)";
-  wa.peer_note = meter.device().empty() ? "no local block device" : "whole-device counter";
-  report.AddFigure(wa);
-  Figure pwa{"write amplification (/proc/self/io)", "x", Stats::Of(proc_wa), ""};
-  pwa.higher_is_better = false;
-  report.AddFigure(pwa);
-  if (f.async) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return ErrnoError(errno, "allocating the memcpy peer buffer");
-    std::memset(p, 0, size);
-    Figure blk{"caller blocked (--async)", "s", Stats::Of(blocked), "memcpy snapshot of the same bytes"};
-    blk.higher_is_better = false;
-    blk.target = "<= 1.2 x memcpy";
-    peer_or_note(blk, Repeat(f.options, [&] { return MemcpyPeer(st, static_cast<char*>(p)); }));
-    ::munmap(p, size);
+    ASSIGN_OR_RETURN(std::vector<Figure> figs, measure(f.queue_depth, bs, f.mode == "direct", true));
+    for (auto& fig : figs) report.AddFigure(std::move(fig));
   }
   return report.Finish();
 }
@@ -442,8 +430,9 @@ absl::Status Run(CkptFlags f) {
 BenchRunner Setup(CLI::App* app) {
   auto f = std::make_shared<CkptFlags>();
   AddBenchFlags(app, &f->options);
-  app->add_option("--dir", f->dir, "Directory to write checkpoints into (its file system is measured)")
-      ->required();
+  app->add_option("--dir", f->dir,
+                  "Directory to write checkpoints into (its file system is measured; default: "
+                  "--output, else .). --sweep takes queue_depth=..., block_size=... or mode=...");
   app->add_option("--size", f->size, "Checkpoint bytes (suffix K, M, G), split over --files")
       ->capture_default_str();
   app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
@@ -456,14 +445,11 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--files", f->files, "Rank files per checkpoint")->capture_default_str();
   app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
   app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
-  // --grid (not --sweep: that is the harness's one-parameter sweep with plots, which works here
-  // over --queue-depth, --block-size or --threads).
-  app->add_flag("--grid", f->sweep, "Table over queue depths x block sizes, direct and buffered");
-  app->add_option("--grid-queue-depths", f->sweep_qd, "Comma-separated queue depths for --grid")
-      ->capture_default_str();
-  app->add_option("--grid-block-sizes", f->sweep_bs, "Comma-separated block sizes for --grid")
-      ->capture_default_str();
   app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
+  app->add_option("--overlap", f->overlap,
+                  "Write while the snapshot is copied: on, off, or auto (on with >= 8 CPUs)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();
   return [f]() { return Run(*f); };
 }

@@ -116,11 +116,7 @@ absl::StatusOr<Measured> RunOurs(const LoaderBenchFlags& f, uint32_t fields, dou
   return Measured{tokens / secs, bytes / secs / 1e9, wait / secs};
 }
 
-std::string PythonInterpreter(const std::string& given) {
-  if (!given.empty()) return given;
-  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
-  return "python3";
-}
+std::string PythonInterpreter(const std::string& given) { return FindPython(given, "torch, numpy"); }
 
 absl::Status Run(LoaderBenchFlags f) {
   Report report("loader", f.options);

@@ -81,6 +81,15 @@ bool HaveProgram(const std::string& program) {
   return r.ok() && r->exit_code == 0;
 }
 
+std::string FindPython(const std::string& given, const std::string& modules) {
+  if (!given.empty()) return given;
+  for (const char* candidate : {"/usr/bin/python3", "python3"}) {
+    auto r = RunCommand(absl::StrCat(candidate, " -c 'import ", modules, "' >/dev/null 2>&1"));
+    if (r.ok() && r->exit_code == 0) return candidate;
+  }
+  return "python3";
+}
+
 namespace {
 std::string FsTypeName(long magic) {
   switch (static_cast<unsigned long>(magic)) {

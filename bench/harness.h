@@ -179,6 +179,10 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::string& command, bool merge_stderr = false);
 // True when `program` is on PATH.
 bool HaveProgram(const std::string& program);
+// The interpreter for a Python peer: `given` when set, else the first of /usr/bin/python3 (Debian's,
+// which has python3-torch) and python3 on PATH that can import every module in `modules` (comma
+// separated, e.g. "torch,numpy"); "python3" when none can (the peer then reports why it failed).
+std::string FindPython(const std::string& given, const std::string& modules);
 
 }  // namespace grist::bench
 

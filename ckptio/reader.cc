@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint_format.h"
@@ -24,8 +25,10 @@ namespace {
 
 using internal::RoundUp;
 
+// Reads [0, size) of `fd` into `buf`; `progress(prefix)` reports each growth of the contiguous
+// prefix that is in memory.
 absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, const ReadOptions& o,
-                           const std::string& path) {
+                           const std::string& path, const std::function<void(uint64_t)>& progress) {
   struct io_uring ring;
   const unsigned qd = static_cast<unsigned>(std::clamp(o.queue_depth, 1, 4096));
   auto flags = internal::SetupRing(&ring, std::max(qd, 4u));
@@ -37,6 +40,7 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
       if (r < 0) return ErrnoError(errno, absl::StrCat("reading ", path));
       if (r == 0) break;
       off += static_cast<uint64_t>(r);
+      progress(std::min(off, size));
     }
     if (off < size) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
     return absl::OkStatus();
@@ -45,6 +49,15 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
     uint64_t off, end;
   };
   std::vector<Op> ops(qd);
+  const uint64_t nblocks = (io_end + o.block_size - 1) / o.block_size;
+  std::vector<bool> block_done(nblocks, false);
+  uint64_t prefix_block = 0;
+  auto complete = [&](uint64_t off) {
+    block_done[off / o.block_size] = true;
+    const uint64_t before = prefix_block;
+    while (prefix_block < nblocks && block_done[prefix_block]) ++prefix_block;
+    if (prefix_block != before) progress(std::min(size, prefix_block * o.block_size));
+  };
   std::vector<size_t> free_slots;
   for (size_t i = 0; i < qd; ++i) free_slots.push_back(qd - 1 - i);
   uint64_t next = 0;
@@ -99,6 +112,7 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
       io_uring_submit(&ring);
       continue;
     }
+    complete(op.end - 1);  // op.end - 1 lies in the op's block even after short-read resubmits
     free_slots.push_back(slot);
   }
   while (inflight > 0) {
@@ -132,14 +146,56 @@ std::optional<std::string> LoadedFile::Metadata(std::string_view key) const {
   return std::nullopt;
 }
 
-absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(const std::string& path,
-                                                               const ReadOptions& options,
-                                                               const ManifestFile* expected) {
+namespace {
+
+absl::Status Verify(const LoadedFile& f, const char* buffer, const ReadOptions& options,
+                    const ManifestFile* expected) {
+  const ParsedHeader& h = f.header();
+  const std::string& path = f.path();
+  if (!options.verify) return absl::OkStatus();
+  if (!h.data_hash) {
+    if (options.require_checksums || expected) {
+      return absl::DataLossError(absl::StrCat(path, ": no grist checksums in the header"));
+    }
+    return absl::OkStatus();
+  }
+  if (expected && Hash64(buffer, h.data_start) != expected->header_hash) {
+    return absl::DataLossError(absl::StrCat(path, ": header checksum mismatch (bytes [0, ", h.data_start, "))"));
+  }
+  const uint64_t data_len = f.file_size() - h.data_start;
+  const char* data = buffer + h.data_start;
+  for (size_t b = 0; b < h.block_hashes.size(); ++b) {
+    const uint64_t off = b * h.checksum_block;
+    const uint64_t n = std::min(h.checksum_block, data_len - off);
+    if (Hash64(data + off, n) != h.block_hashes[b]) {
+      return absl::DataLossError(absl::StrCat(path, ": checksum mismatch in block ", b, " (file bytes [",
+                                              h.data_start + off, ", ", h.data_start + off + n, "))"));
+    }
+  }
+  if (DataHashOf(h.block_hashes) != *h.data_hash ||
+      (expected && expected->data_hash != *h.data_hash)) {
+    return absl::DataLossError(absl::StrCat(path, ": file checksum mismatch"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StreamingRead>> StreamingRead::Start(const std::string& path,
+                                                                    const ReadOptions& options,
+                                                                    const ManifestFile* expected) {
   Env* env = options.env ? options.env : Env::Default();
   if (options.block_size < 4096 || options.block_size % 4096 != 0) {
     return absl::InvalidArgumentError("read block size must be a positive multiple of 4096");
   }
-  std::unique_ptr<LoadedFile> f(new LoadedFile());
+  std::unique_ptr<StreamingRead> sr(new StreamingRead());
+  sr->options_ = options;
+  if (expected) {
+    sr->has_expected_ = true;
+    sr->expected_ = *expected;
+  }
+  sr->file_.reset(new LoadedFile());
+  LoadedFile* f = sr->file_.get();
   f->path_ = path;
   uint64_t align = 4096;
   int fd = -1;
@@ -178,50 +234,98 @@ absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(const std::string
   f->buffer_ = static_cast<char*>(p);
 #if GRIST_CKPTIO_CUDA
   if (options.pin_for_cuda && CudaAvailable()) {
-    f->pinned_ = cudaHostRegister(f->buffer_, f->capacity_, cudaHostRegisterDefault) == cudaSuccess;
+    f->pinned_ = cudaHostRegister(f->buffer_, f->capacity_, cudaHostRegisterPortable) == cudaSuccess;
   }
 #endif
+  StreamingRead* self = sr.get();
+  auto progress = [self](uint64_t prefix) { self->Progress(prefix, absl::OkStatus(), false); };
   if (fd >= 0) {
-    absl::Status s = ReadWithUring(fd, f->buffer_, f->size_, f->direct_ ? io_end : f->size_, options, path);
-    ::close(fd);
-    fd = -1;
-    RETURN_IF_ERROR(s);
+    const uint64_t end = f->direct_ ? io_end : f->size_;
+    sr->thread_ = std::thread([self, fd, f, end, options, path, progress] {
+      absl::Status s = ReadWithUring(fd, f->buffer_, f->size_, end, options, path, progress);
+      ::close(fd);
+      self->Progress(f->size_, s, true);
+    });
   } else {
-    ASSIGN_OR_RETURN(auto raf, env->NewRandomAccessFile(path));
-    uint64_t off = 0;
-    while (off < f->size_) {
-      ASSIGN_OR_RETURN(size_t n, raf->ReadAt(off, f->buffer_ + off, std::min<uint64_t>(f->size_ - off, options.block_size)));
-      if (n == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
-      off += n;
-    }
+    sr->thread_ = std::thread([self, env, f, options, path, progress] {
+      absl::Status s = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(auto raf, env->NewRandomAccessFile(path));
+        uint64_t off = 0;
+        while (off < f->size_) {
+          ASSIGN_OR_RETURN(size_t n, raf->ReadAt(off, f->buffer_ + off,
+                                                 std::min<uint64_t>(f->size_ - off, options.block_size)));
+          if (n == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
+          off += n;
+          progress(off);
+        }
+        return absl::OkStatus();
+      }();
+      self->Progress(f->size_, s, true);
+    });
   }
-  ASSIGN_OR_RETURN(f->header_, ParseHeader(std::string_view(f->buffer_, f->size_), f->size_, path));
-  const ParsedHeader& h = f->header_;
-  if (!options.verify) return f;
-  if (!h.data_hash) {
-    if (options.require_checksums || expected) {
-      return absl::DataLossError(absl::StrCat(path, ": no grist checksums in the header"));
-    }
-    return f;
+  return sr;
+}
+
+StreamingRead::~StreamingRead() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void StreamingRead::Progress(uint64_t prefix, const absl::Status& error, bool finished) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (error.ok()) prefix_ = std::max(prefix_, prefix);
+    if (!error.ok() && error_.ok()) error_ = error;
+    if (finished) finished_ = true;
   }
-  if (expected && Hash64(f->buffer_, h.data_start) != expected->header_hash) {
-    return absl::DataLossError(absl::StrCat(path, ": header checksum mismatch (bytes [0, ", h.data_start, "))"));
+  cv_.notify_all();
+}
+
+absl::Status StreamingRead::WaitPrefix(uint64_t bytes) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return prefix_ >= bytes || !error_.ok() || finished_; });
+  if (!error_.ok()) return error_;
+  if (prefix_ < bytes) return absl::DataLossError(absl::StrCat(file_->path(), ": file ended early"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const ParsedHeader*> StreamingRead::Header() {
+  if (!file_) return absl::FailedPreconditionError("StreamingRead used after Finish()");
+  if (!header_parsed_) {
+    const LoadedFile* f = file_.get();
+    RETURN_IF_ERROR(WaitPrefix(8));
+    ASSIGN_OR_RETURN(uint64_t need, HeaderBytesNeeded(std::string_view(f->buffer_, 8), f->size_, f->path()));
+    RETURN_IF_ERROR(WaitPrefix(need));
+    ASSIGN_OR_RETURN(file_->header_, ParseHeader(std::string_view(f->buffer_, need), f->size_, f->path()));
+    header_parsed_ = true;
   }
-  const uint64_t data_len = f->size_ - h.data_start;
-  const char* data = f->buffer_ + h.data_start;
-  for (size_t b = 0; b < h.block_hashes.size(); ++b) {
-    const uint64_t off = b * h.checksum_block;
-    const uint64_t n = std::min(h.checksum_block, data_len - off);
-    if (Hash64(data + off, n) != h.block_hashes[b]) {
-      return absl::DataLossError(absl::StrCat(path, ": checksum mismatch in block ", b, " (file bytes [",
-                                              h.data_start + off, ", ", h.data_start + off + n, "))"));
-    }
+  return &file_->header_;
+}
+
+const char* StreamingRead::data() const { return file_->buffer_ + file_->header_.data_start; }
+bool StreamingRead::pinned() const { return file_->pinned_; }
+
+absl::Status StreamingRead::WaitData(uint64_t upto) {
+  ASSIGN_OR_RETURN(const ParsedHeader* h, Header());
+  return WaitPrefix(h->data_start + upto);
+}
+
+absl::StatusOr<std::unique_ptr<LoadedFile>> StreamingRead::Finish() {
+  if (!file_) return absl::FailedPreconditionError("StreamingRead::Finish() called twice");
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    RETURN_IF_ERROR(error_);
   }
-  if (DataHashOf(h.block_hashes) != *h.data_hash ||
-      (expected && expected->data_hash != *h.data_hash)) {
-    return absl::DataLossError(absl::StrCat(path, ": file checksum mismatch"));
-  }
-  return f;
+  RETURN_IF_ERROR(Header().status());
+  RETURN_IF_ERROR(Verify(*file_, file_->buffer_, options_, has_expected_ ? &expected_ : nullptr));
+  return std::move(file_);
+}
+
+absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(const std::string& path,
+                                                               const ReadOptions& options,
+                                                               const ManifestFile* expected) {
+  ASSIGN_OR_RETURN(auto sr, StreamingRead::Start(path, options, expected));
+  return sr->Finish();
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& dir, const ReadOptions& options,

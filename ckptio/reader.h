@@ -8,8 +8,12 @@
 #ifndef GRIST_CKPTIO_READER_H_
 #define GRIST_CKPTIO_READER_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,8 +58,7 @@ class LoadedFile {
   bool pinned() const { return pinned_; }
 
  private:
-  friend absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(
-      const std::string&, const ReadOptions&, const ManifestFile*);
+  friend class StreamingRead;
   LoadedFile() = default;
   std::string path_;
   ParsedHeader header_;
@@ -64,6 +67,44 @@ class LoadedFile {
   uint64_t size_ = 0;
   bool direct_ = false;
   bool pinned_ = false;
+};
+
+// Reads one file in the background so the caller can consume its data as it lands (e.g. start
+// host-to-device copies of the first tensors while later ones are still being read). Data seen
+// before Finish() is not yet verified: use it only once Finish() returned OK.
+// Thread safety: Header/WaitData/Finish from one thread; the reading runs on an internal thread.
+class StreamingRead {
+ public:
+  static absl::StatusOr<std::unique_ptr<StreamingRead>> Start(const std::string& path,
+                                                              const ReadOptions& options,
+                                                              const ManifestFile* expected = nullptr);
+  ~StreamingRead();
+  // Blocks until the header is read; parses and validates it (hostile input -> DataLoss).
+  absl::StatusOr<const ParsedHeader*> Header();
+  // Start of the data region (valid once Header() returned OK).
+  const char* data() const;
+  // Whether the buffer is registered with CUDA (host-to-device copies from it are asynchronous).
+  bool pinned() const;
+  // Blocks until data bytes [0, upto) are in memory, or the read failed.
+  absl::Status WaitData(uint64_t upto);
+  // Blocks until the whole file is read, then verifies it. Call once.
+  absl::StatusOr<std::unique_ptr<LoadedFile>> Finish();
+
+ private:
+  StreamingRead() = default;
+  void Progress(uint64_t prefix, const absl::Status& error, bool finished);
+  absl::Status WaitPrefix(uint64_t bytes);
+  std::unique_ptr<LoadedFile> file_;
+  ReadOptions options_;
+  bool has_expected_ = false;
+  ManifestFile expected_;
+  bool header_parsed_ = false;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t prefix_ = 0;       // GUARDED_BY(mu_): file bytes [0, prefix_) are in memory
+  bool finished_ = false;     // GUARDED_BY(mu_)
+  absl::Status error_;        // GUARDED_BY(mu_)
 };
 
 // Reads and verifies one safetensors file. With `expected`, its size and checksums must match.

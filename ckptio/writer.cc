@@ -145,6 +145,8 @@ class FileWriterImpl : public FileWriter {
   explicit FileWriterImpl(const WriterOptions& o) : options_(o) {
     if (options_.env == nullptr) options_.env = Env::Default();
     uring_path_ = options_.env == Env::Default();
+    overlap_ = options_.overlap == Overlap::kOn ||
+               (options_.overlap == Overlap::kAuto && std::thread::hardware_concurrency() >= 8);
     thread_ = std::thread([this] { IoThread(); });
   }
   ~FileWriterImpl() override {
@@ -189,6 +191,7 @@ class FileWriterImpl : public FileWriter {
 
   WriterOptions options_;
   bool uring_path_ = true;
+  bool overlap_ = true;
 
   std::mutex mu_;
   std::condition_variable cv_;  // queue_ or stop_ changed
@@ -226,7 +229,7 @@ absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
   ++arena_generation_;
 #if GRIST_CKPTIO_CUDA
   if (options_.pin_for_cuda && CudaAvailable()) {
-    cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterDefault) == cudaSuccess;
+    cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterPortable) == cudaSuccess;
   }
 #endif
   return absl::OkStatus();
@@ -555,6 +558,14 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     }
     uint64_t ready = *ready_or;
     const bool committed = ready == L.data_len;
+    if (!committed && !overlap_) {
+      auto r = Ready(job, L.data_len, true);
+      if (!r.ok()) {
+        error = r.status();
+        break;
+      }
+      continue;
+    }
     // Block for more data only when there is nothing in flight to wait for instead.
     if (!committed && (!ring_ok_ || inflight == 0)) {
       // Wait for one whole write's worth (writes are never smaller than a block before commit).

@@ -46,6 +46,7 @@
 namespace grist::ckptio {
 
 enum class IoMode { kDirect, kBuffered };
+enum class Overlap { kAuto, kOn, kOff };
 
 struct UringFaults {
   int fail_write_at = 0;     // 1-based index of the write completion to fail; 0: never
@@ -61,6 +62,11 @@ struct WriterOptions {
   bool register_buffers = true;         // io_uring fixed buffers (falls back when refused)
   bool preallocate = true;              // fallocate the rounded-up size first
   bool pin_for_cuda = true;             // cudaHostRegister the arena when a GPU is present
+  // Whether writes start while the snapshot is still being copied (pieces are written as they
+  // land) or only once it is complete. Overlap shortens the total time; no overlap leaves every
+  // core to the caller's copy, which shortens the time the caller is blocked on small machines.
+  // kAuto: overlap when the machine has at least 8 online CPUs.
+  Overlap overlap = Overlap::kAuto;
   Env* env = nullptr;                   // nullptr: Env::Default() (the io_uring path)
   UringFaults faults;
 };

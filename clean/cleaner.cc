@@ -138,8 +138,18 @@ class Normalizer {
       uint8_t cls = kBytes.cls[*p];
       switch (cls) {
         case kContent: {
+          // A run of ordinary ASCII, single spaces between words included (they survive
+          // whitespace normalization unchanged), is copied in one go.
           const uint8_t* q = p + 1;
-          while (q < end && kBytes.cls[*q] == kContent) ++q;
+          while (q < end) {
+            if (kBytes.cls[*q] == kContent) {
+              ++q;
+            } else if (*q == ' ' && q + 1 < end && kBytes.cls[q[1]] == kContent) {
+              q += 2;
+            } else {
+              break;
+            }
+          }
           Content(reinterpret_cast<const char*>(p), q - p);
           p = q;
           break;
@@ -866,7 +876,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
       }
       pending_para = false;
       sc.edited.append(line);
-      kept.push_back(KeptLine{hash, cp, stop_end(line), false, tokens});
+      kept.push_back(KeptLine{hash, cp, stop_end(line), line.empty(), tokens});
     }
     if (doc_reject == nullptr && c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
       doc_reject = "too_few_sentences";

@@ -379,6 +379,21 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn) {
   return absl::OkStatus();
 }
 
+// Removes outputs "<stem>-IIIII-of-MMMMM.bin" of an earlier run of this stage with another task
+// count M != tasks (they would make the next stage's task set ambiguous).
+absl::Status RemoveStaleTaskFiles(Env* env, const std::string& dir, const std::string& stem,
+                                  int tasks) {
+  if (!env->IsDirectory(dir)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  const std::string mine = absl::StrFormat("-of-%05d.bin", tasks);
+  for (const std::string& n : names) {
+    if (n.rfind(stem + "-", 0) != 0 || n.size() != stem.size() + 20) continue;
+    if (n.compare(n.size() - mine.size(), mine.size(), mine) == 0) continue;
+    RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, n)));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<uint64_t> NewStats() { return std::vector<uint64_t>(kNumSlots, 0); }
 
 absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> stats,
@@ -387,6 +402,7 @@ absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> st
   stats[kPeakRss] = PeakRssBytes();
   std::string dir = c.Dir("stats");
   RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, DedupStageName(stage), c.run.tasks));
   ASSIGN_OR_RETURN(auto w, FileWriter::Open(c.env,
                                             JoinPath(dir, TaskFileName(DedupStageName(stage),
                                                                        c.run.task, c.run.tasks)),
@@ -462,6 +478,9 @@ absl::Status RunSignatures(Ctx& c) {
   std::vector<uint64_t> stats = NewStats();
   const std::string dir = c.Dir("sig");
   RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  for (const char* stem : {"sig", "ids", "lines"}) {
+    RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, stem, c.run.tasks));
+  }
   const uint32_t rec_size = SigRecordSize(c);
   ASSIGN_OR_RETURN(auto sig_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks)),
                                                 c.Header(Kind::kSignatures, rec_size, c.opt.num_perm)));
@@ -509,7 +528,7 @@ absl::Status RunSignatures(Ctx& c) {
             r.exact_hi = h.high;
             r.exact_lo = h.low;
             if (c.opt.near) {
-              ShingleHashes(doc.text, c.opt.shingle, &shingles, &scratch);
+              ShingleHashesUnordered(doc.text, c.opt.shingle, &shingles, &scratch);
             } else {
               shingles.clear();
             }
@@ -571,6 +590,9 @@ absl::Status RunBuckets(Ctx& c) {
   const std::string tmp = c.Dir("tmp");
   RETURN_IF_ERROR(c.env->CreateDirs(dir));
   RETURN_IF_ERROR(c.env->CreateDirs(tmp));
+  for (const char* stem : {"pairs", "duplines"}) {
+    RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, stem, M));
+  }
   const uint32_t rec_size = SigRecordSize(c);
   ASSIGN_OR_RETURN(auto sig_readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
                                              Kind::kSignatures, rec_size));
@@ -747,6 +769,7 @@ absl::Status RunClusters(Ctx& c) {
   const std::string tmp = c.Dir("tmp");
   RETURN_IF_ERROR(c.env->CreateDirs(dir));
   RETURN_IF_ERROR(c.env->CreateDirs(tmp));
+  RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, "edges", L));
   ASSIGN_OR_RETURN(auto readers, OpenAll(c, "buckets", "pairs", DedupStage::kBuckets, Kind::kPairs,
                                          sizeof(PairRecord)));
   internal::ExternalSorter<PairRecord> sorter(c.env, tmp, absl::StrFormat("cpairs-%05d", K),
@@ -1019,6 +1042,18 @@ absl::Status RunFilter(Ctx& c) {
   const std::string removed_dir = JoinPath(c.output_dir, "removed");
   RETURN_IF_ERROR(c.env->CreateDirs(c.output_dir));
   RETURN_IF_ERROR(c.env->CreateDirs(removed_dir));
+  // Parts of an earlier run: this task's own, and any written with another task count.
+  const std::string same_count = absl::StrFormat("-of-%05d-", c.run.tasks);
+  for (const std::string& d : {c.output_dir, removed_dir}) {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, c.env->ListDir(d));
+    for (const std::string& n : names) {
+      if (n.rfind("dedup-", 0) != 0) continue;
+      const bool own = n.rfind(prefix + "-", 0) == 0;
+      const bool other_count = c.run.tasks == 1 || n.size() < 6 + 5 + same_count.size() ||
+                               n.compare(11, same_count.size(), same_count) != 0;
+      if (own || other_count) RETURN_IF_ERROR(c.env->RemoveFile(JoinPath(d, n)));
+    }
+  }
   ASSIGN_OR_RETURN(auto kept_w, RecordWriter::Open(c.env, c.output_dir, prefix, c.opt.output));
   ASSIGN_OR_RETURN(auto removed_w, RecordWriter::Open(c.env, removed_dir, prefix, c.opt.output));
 
@@ -1206,6 +1241,18 @@ absl::StatusOr<DedupReport> RunReport(Ctx& c) {
   return rep;
 }
 
+// Removes what the stages write in `work` (and `work` itself when that leaves it empty); anything
+// else a user put there is left alone.
+absl::Status ClearWork(Env* env, const std::string& work) {
+  if (!env->IsDirectory(work)) return absl::OkStatus();
+  for (const char* sub : {"sig", "buckets", "clusters", "merge", "stats", "tmp"}) {
+    RETURN_IF_ERROR(env->RemoveAll(JoinPath(work, sub)));
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> left, env->ListDir(work));
+  if (left.empty()) RETURN_IF_ERROR(env->RemoveAll(work));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
@@ -1253,13 +1300,13 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   RETURN_IF_ERROR(options.Validate());
   const std::string work =
       options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
-  RETURN_IF_ERROR(env->RemoveAll(work));
+  RETURN_IF_ERROR(ClearWork(env, work));
   DedupReport rep;
   for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
                         DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
     ASSIGN_OR_RETURN(rep, RunDedupStage(env, st, inputs, output_dir, options, run));
   }
-  if (!options.keep_work) RETURN_IF_ERROR(env->RemoveAll(work));
+  if (!options.keep_work) RETURN_IF_ERROR(ClearWork(env, work));
   return rep;
 }
 

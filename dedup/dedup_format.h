@@ -40,7 +40,7 @@ struct SigRecord {  // followed by num_perm u64
   uint64_t key;
   uint64_t exact_hi;
   uint64_t exact_lo;
-  uint32_t shingles;
+  uint32_t shingles;  // shingles in the text, repeats included
   uint32_t flags;
 };
 static_assert(sizeof(SigRecord) == 32);

@@ -29,22 +29,24 @@ constexpr ByteTable kBytes;
 }  // namespace
 
 void NormalizeForShingles(std::string_view text, std::string* out) {
-  out->clear();
-  out->reserve(text.size());
+  out->resize(text.size() + 1);
+  char* o = out->data();
+  char* const begin = o;
   bool in_word = false;
   for (unsigned char c : text) {
     if (kBytes.word[c]) {
-      if (!in_word && !out->empty()) out->push_back(' ');
-      out->push_back(kBytes.lower[c]);
+      if (!in_word && o != begin) *o++ = ' ';
+      *o++ = kBytes.lower[c];
       in_word = true;
     } else {
       in_word = false;
     }
   }
+  out->resize(static_cast<size_t>(o - begin));
 }
 
-void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
-                   std::string* scratch) {
+void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options,
+                            std::vector<uint64_t>* out, std::string* scratch) {
   std::string local;
   std::string& norm = scratch ? *scratch : local;
   NormalizeForShingles(text, &norm);
@@ -78,6 +80,11 @@ void ShingleHashes(std::string_view text, const ShingleOptions& options, std::ve
       }
     }
   }
+}
+
+void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
+                   std::string* scratch) {
+  ShingleHashesUnordered(text, options, out, scratch);
   std::sort(out->begin(), out->end());
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }

@@ -42,6 +42,11 @@ void NormalizeForShingles(std::string_view text, std::string* out);
 void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
                    std::string* scratch = nullptr);
 
+// The same hashes in text order with repeats kept: enough for a MinHash signature (a minimum does
+// not care about order or repeats) and cheaper, as nothing is sorted.
+void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options,
+                            std::vector<uint64_t>* out, std::string* scratch = nullptr);
+
 // Exact Jaccard |A n B| / |A u B| of two sorted, distinct hash sets. Two empty sets give 0.
 double JaccardSorted(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
 

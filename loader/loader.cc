@@ -124,8 +124,9 @@ class Pool {
  public:
   Pool(Layout layout, bool cuda, int device) : layout_(std::move(layout)), cuda_(cuda), device_(device) {}
   ~Pool() {
+    std::unique_ptr<cuda::ScopedDevice> on;
     if (cuda_) {
-      (void)cuda::SetDevice(device_);
+      on = std::make_unique<cuda::ScopedDevice>(device_);
       if (stream_) (void)cuda::StreamSynchronize(stream_);
     }
     for (Slot& s : slots_) {
@@ -143,7 +144,7 @@ class Pool {
 
   absl::Status Init() {
     if (cuda_) {
-      RETURN_IF_ERROR(cuda::SetDevice(device_));
+      cuda::ScopedDevice on(device_);  // the caller's current device is left as it was
       ASSIGN_OR_RETURN(stream_, cuda::StreamCreate());
     }
     return absl::OkStatus();

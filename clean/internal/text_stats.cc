@@ -91,6 +91,29 @@ inline Char At(const uint8_t* p, const uint8_t* end) {
   return Char{ClassOf(cp), cp, n};
 }
 
+// Hash of a token: short tokens (almost all) are loaded into two words and mixed inline; longer ones
+// go to XXH3. Only equality within one document matters.
+inline uint64_t TokenHash(const uint8_t* p, size_t n) {
+  if (n > 16) return Hash64(reinterpret_cast<const char*>(p), n);
+  uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + n - 8, 8);  // overlaps when n < 16; n is mixed in below
+  } else if (n >= 4) {
+    uint32_t x, y;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = x;
+    b = y;
+  } else {
+    a = p[0] | (static_cast<uint64_t>(p[n / 2]) << 8) | (static_cast<uint64_t>(p[n - 1]) << 16);
+  }
+  unsigned __int128 m = static_cast<unsigned __int128>(a ^ 0x9E3779B97F4A7C15ull ^ (n << 56)) *
+                        (b ^ 0xD6E8FEB86659FD93ull);
+  uint64_t h = static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+  return h * 0xBF58476D1CE4E5B9ull ^ (h >> 31);
+}
+
 inline bool IsWordClass(uint8_t c) { return c == kAlpha || c == kDigit; }
 
 struct StopMatcher {
@@ -185,7 +208,7 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
       }
     }
     std::string_view tok(reinterpret_cast<const char*>(t), p - t);
-    words->push_back(WordInfo{Hash64(tok), tcp, alpha, symbol, stop.Match(tok)});
+    words->push_back(WordInfo{TokenHash(t, tok.size()), tcp, alpha, symbol, stop.Match(tok)});
     cp += tcp;
   }
   if (in_chunk) {

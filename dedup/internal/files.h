@@ -140,6 +140,9 @@ class ExternalSorter {
     for (const auto& p : runs_) (void)env_->RemoveFile(p);
   }
   absl::Status Add(const T& r) {
+    // Reserved once (pages are touched only as records arrive), so growth never copies the buffer
+    // and the budget holds.
+    if (buffer_.capacity() == 0) buffer_.reserve(capacity_);
     if (buffer_.size() >= capacity_) {
       absl::Status s = Spill();
       if (!s.ok()) return s;

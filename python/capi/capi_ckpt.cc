@@ -34,13 +34,20 @@ ck::Metadata MakeMeta(int n, const char** keys, const char** vals) {
 }
 
 struct Loaded {
-  ck::LoadedCheckpoint ckpt;
+  ck::LoadedCheckpoint ckpt;  // the manifest
+  ck::ManifestFile expected;
+  bool has_expected = false;
+  std::unique_ptr<ck::StreamingRead> stream;
+  std::unique_ptr<ck::LoadedFile> file;  // after finish (owns the buffer from then on)
 };
 
 }  // namespace
 
-GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, void** out) {
+// overlap: -1 auto, 0 write after the snapshot, 1 write while copying.
+GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, int overlap,
+                                     void** out) {
   ck::WriterOptions o;
+  o.overlap = overlap < 0 ? ck::Overlap::kAuto : overlap ? ck::Overlap::kOn : ck::Overlap::kOff;
   o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
   if (queue_depth > 0) o.queue_depth = queue_depth;
   if (block_size > 0) o.block_size = block_size;
@@ -163,9 +170,12 @@ GRIST_CAPI int grist_ckpt_step_from_name(const char* dir, int64_t* step) {
   return 0;
 }
 
-// Loads rank `rank` of the checkpoint at `dir` (or, when `dir` names a .safetensors file, that
-// file alone). `out_info` gets JSON: step, world_size, metadata, file_metadata, tensors with
-// name/dtype code/shape/offset/nbytes, and the data address.
+// Starts loading rank `rank` of the checkpoint at `dir` (or, when `dir` names a .safetensors file,
+// that file alone) and returns once the header is read. `out_info` gets JSON: step, world_size,
+// metadata, file_metadata, tensors with name/dtype code/shape/offset/nbytes, the data address and
+// whether the buffer is pinned. Data then arrives in file order: grist_ckpt_load_wait_data(upto)
+// blocks until data bytes [0, upto) are in memory (not yet verified); grist_ckpt_load_finish
+// verifies every checksum. Release with grist_ckpt_load_free.
 GRIST_CAPI int grist_ckpt_load(const char* dir, int rank, int verify, int direct, void** handle,
                                const char** out_info) {
   ck::ReadOptions ro;
@@ -173,33 +183,45 @@ GRIST_CAPI int grist_ckpt_load(const char* dir, int rank, int verify, int direct
   ro.direct = direct != 0;
   auto h = std::make_unique<Loaded>();
   std::string p(dir);
+  std::string file;
   if (p.size() > 12 && p.substr(p.size() - 12) == ".safetensors") {
     ro.require_checksums = false;
-    auto f = ck::ReadCheckpointFile(p, ro);
-    if (!f.ok()) return SetError(f.status());
-    h->ckpt.files.push_back(std::move(*f));
+    file = p;
   } else {
-    auto c = ck::LoadCheckpoint(p, ro, rank);
-    if (!c.ok()) return SetError(c.status());
-    h->ckpt = std::move(*c);
+    auto m = ck::ReadManifest(grist::Env::Default(), p);
+    if (!m.ok()) return SetError(m.status());
+    h->ckpt.manifest = std::move(*m);
+    if (rank < 0 || rank >= h->ckpt.manifest.world_size) {
+      return SetError(absl::InvalidArgumentError(
+          absl::StrCat(dir, ": rank ", rank, " but world_size ", h->ckpt.manifest.world_size)));
+    }
+    h->expected = h->ckpt.manifest.files[static_cast<size_t>(rank)];
+    h->has_expected = true;
+    file = grist::JoinPath(p, h->expected.name);
   }
-  if (h->ckpt.files.size() != 1) {
-    return SetError(absl::InvalidArgumentError(absl::StrCat(dir, ": rank ", rank, " not found")));
+  auto sr = ck::StreamingRead::Start(file, ro, h->has_expected ? &h->expected : nullptr);
+  if (!sr.ok()) return SetError(sr.status());
+  h->stream = std::move(*sr);
+  auto hdr = h->stream->Header();
+  if (!hdr.ok()) return SetError(hdr.status());
+  const ck::ParsedHeader& header = **hdr;
+  if (h->has_expected && header.tensors.size() != h->expected.tensors) {
+    return SetError(absl::DataLossError(absl::StrCat(file, ": ", header.tensors.size(),
+                                                     " tensors, the manifest says ", h->expected.tensors)));
   }
-  const ck::LoadedFile& f = *h->ckpt.files[0];
   grist::JsonWriter w(0);
   w.BeginObject();
   w.Field("step", h->ckpt.manifest.step).Field("world_size", h->ckpt.manifest.world_size);
-  w.Field("data", reinterpret_cast<uint64_t>(f.data()));
-  w.Field("pinned", f.pinned()).Field("direct", f.direct());
+  w.Field("data", reinterpret_cast<uint64_t>(h->stream->data()));
+  w.Field("pinned", h->stream->pinned());
   w.Key("metadata").BeginObject();
   for (const auto& [k, v] : h->ckpt.manifest.metadata) w.Field(k, v);
   w.EndObject();
   w.Key("file_metadata").BeginObject();
-  for (const auto& [k, v] : f.header().metadata) w.Field(k, v);
+  for (const auto& [k, v] : header.metadata) w.Field(k, v);
   w.EndObject();
   w.Key("tensors").BeginArray();
-  for (const auto& t : f.tensors()) {
+  for (const auto& t : header.tensors) {
     w.BeginObject().Field("name", t.name).Field("dtype", static_cast<int>(t.dtype));
     w.Key("shape").BeginArray();
     for (int64_t d : t.shape) w.Int(d);
@@ -209,6 +231,22 @@ GRIST_CAPI int grist_ckpt_load(const char* dir, int rank, int verify, int direct
   w.EndArray().EndObject();
   *handle = h.release();
   return Out(w.Take(), out_info);
+}
+
+GRIST_CAPI int grist_ckpt_load_wait_data(void* h, uint64_t upto) {
+  return SetError(static_cast<Loaded*>(h)->stream->WaitData(upto));
+}
+
+// Verifies everything; `pinned` tells whether the buffer is registered with CUDA.
+GRIST_CAPI int grist_ckpt_load_finish(void* h, int* pinned) {
+  auto* l = static_cast<Loaded*>(h);
+  if (!l->file) {
+    auto f = l->stream->Finish();
+    if (!f.ok()) return SetError(f.status());
+    l->file = std::move(*f);
+  }
+  *pinned = l->file->pinned() ? 1 : 0;
+  return 0;
 }
 
 GRIST_CAPI void grist_ckpt_load_free(void* h) { delete static_cast<Loaded*>(h); }

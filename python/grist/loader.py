@@ -70,6 +70,10 @@ _PyCapsule_New = ctypes.pythonapi.PyCapsule_New
 _PyCapsule_New.restype = ctypes.py_object
 _PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
+_next = lib.grist_loader_next
+_dlpack_all = lib.grist_batch_dlpack_all
+_batch_free = lib.grist_batch_free
+
 _ALL_FIELDS = ("input_ids", "labels", "position_ids", "cu_seqlens", "loss_mask", "sample_index")
 
 
@@ -178,6 +182,9 @@ class Loader:
         self.epochs = int(epochs)
         self.release_id = lib.grist_loader_text(handle, 0).decode()
         self._names = None  # tensor names, in the order the C side lists them (fixed per loader)
+        self._ptrs = None
+        self._batch_slot = ctypes.c_void_p()
+        self._batch_ref = ctypes.byref(self._batch_slot)
 
     def _h(self):
         if self._handle is None:
@@ -210,8 +217,8 @@ class Loader:
     def __next__(self):
         if self._handle is None:
             raise StopIteration
-        b = ctypes.c_void_p()
-        rc = lib.grist_loader_next(self._handle, ctypes.byref(b))
+        b = self._batch_slot
+        rc = _next(self._handle, self._batch_ref)
         if rc == -_OUT_OF_RANGE:
             raise StopIteration
         check(rc)
@@ -224,9 +231,10 @@ class Loader:
                 names = self._names = [
                     lib.grist_batch_tensor_name(b, i).decode()
                     for i in range(lib.grist_batch_num_tensors(b))]
+                self._ptrs = (ctypes.c_void_p * len(names))()
             n = len(names)
-            ptrs = (ctypes.c_void_p * n)()
-            check(lib.grist_batch_dlpack_all(b, ptrs, n))
+            ptrs = self._ptrs
+            check(_dlpack_all(b, ptrs, n))
             out = {}
             from_dlpack = self._from_dlpack
             for i in range(n):
@@ -238,7 +246,7 @@ class Loader:
                     raise
             return out
         finally:
-            lib.grist_batch_free(b)
+            _batch_free(b)
 
     def state_dict(self):
         """The position of the next batch, as a small dict of str/int (torch.save-able)."""

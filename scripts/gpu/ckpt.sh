@@ -21,6 +21,6 @@ echo "== host path: grist bench ckpt (${GIB} GiB, async)"
 echo "== host path: 4 GiB write amplification, synchronous"
 "$BUILD/grist" bench ckpt --dir "$DIR" --size 4G --repetitions 3 --no-peers
 echo "== lab sweep (1 GiB)"
-"$BUILD/grist" bench ckpt --dir "$DIR" --size 1G --grid --repetitions 2 --warmup 1 \
-  --grid-queue-depths 1,4,16,64 --grid-block-sizes 1M,4M,16M
+"$BUILD/grist" bench ckpt --dir "$DIR" --size 1G --sweep queue_depth=1,4,16,64 --repetitions 2
+"$BUILD/grist" bench ckpt --dir "$DIR" --size 1G --sweep block_size=1M,4M,16M --repetitions 2
 rm -rf "$DIR"

@@ -46,14 +46,14 @@ echo "== 4. Benchmarks: delivered GB/s vs pinned H2D ceiling, DataLoader baselin
 # 80 ~ 9.2 MB, 160 ~ 18.4 MB.
 for mb in 16 80 160; do
   "$PY" bench/python/bench_loader.py --device cuda --seq-len 4096 --samples 8192 \
-    --micro-batch "$mb" --workers 0,4,8 --grist-workers 8 --prefetch 6 --seconds 2 \
+    --micro-batch "$mb" --workers 0,4,8 --grist-workers 12 --prefetch 8 --seconds 2 \
     --json "$OUT/bench_loader_cuda_mb$mb.json" 2>&1 | tee "$OUT/bench_loader_cuda_mb$mb.txt"
 done
 "$PY" bench/python/bench_loader.py --device cuda --seq-len 4096 --samples 2048 --micro-batch 8 \
   --workers 0 --repetitions 1 --startup-sizes 10000,100000,1000000,4000000 \
   --json "$OUT/bench_loader_startup.json" 2>&1 | tee "$OUT/bench_loader_startup.txt"
 if [[ -x "$BUILD/grist" ]]; then
-  "$BUILD/grist" bench loader --device cuda --workers 8 --baseline-workers 0,4,8 \
+  "$BUILD/grist" bench loader --device cuda --workers 12 --baseline-workers 0,4,8 \
     --output "$OUT" 2>&1 | tee "$OUT/grist_bench_loader_cuda.txt"
 fi
 echo "loader.sh: done; results in $OUT/"

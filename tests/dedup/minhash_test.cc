@@ -38,6 +38,21 @@ TEST(Shingles, WordNgramsAreHashesOfSpaceJoinedWords) {
   EXPECT_EQ(h, Sorted({Hash64("a b"), Hash64("b a")}));
 }
 
+TEST(Shingles, UnorderedKeepsTextOrderAndGivesTheSameSignature) {
+  const std::string text = "one two three one two three one two three four";
+  std::vector<uint64_t> sorted, unordered;
+  ShingleHashes(text, {ShingleKind::kWord, 3}, &sorted);
+  ShingleHashesUnordered(text, {ShingleKind::kWord, 3}, &unordered);
+  EXPECT_EQ(unordered.size(), 8u);
+  EXPECT_EQ(unordered.front(), Hash64("one two three"));
+  EXPECT_EQ(Sorted(unordered), sorted);
+  MinHasher mh(112, 9);
+  std::vector<uint64_t> a(112), b(112);
+  mh.Compute(sorted, a.data());
+  mh.Compute(unordered, b.data());
+  EXPECT_EQ(a, b);
+}
+
 TEST(Shingles, ShortAndEmptyDocuments) {
   std::vector<uint64_t> h;
   ShingleHashes("just three words", {ShingleKind::kWord, 5}, &h);

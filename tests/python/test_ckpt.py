@@ -211,5 +211,42 @@ class CkptTest(unittest.TestCase):
         self.assertGreater(published, 0)
 
 
+def _ddp_worker(rank, world, init_file, root, q):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        shard = {"model": {"w": torch.full((1000,), float(rank))}, "rank": rank}
+        h = ckpt.save(shard, os.path.join(root, "step-00000010"))
+        h.wait()  # collective
+        back = ckpt.load(ckpt.latest(root))
+        q.put((rank, back["rank"], torch.equal(back["model"]["w"], shard["model"]["w"])))
+    except Exception as e:  # reported to the parent
+        q.put((rank, repr(e), False))
+    finally:
+        dist.destroy_process_group()
+
+
+class DistributedCkptTest(unittest.TestCase):
+    def test_two_ranks_write_their_files_and_rank0_publishes(self):
+        import torch.multiprocessing as mp
+        with tempfile.TemporaryDirectory() as root:
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            init_file = os.path.join(root, "init")
+            procs = [ctx.Process(target=_ddp_worker, args=(r, 2, init_file, os.path.join(root, "c"), q))
+                     for r in range(2)]
+            for p in procs:
+                p.start()
+            results = sorted(q.get(timeout=120) for _ in procs)
+            for p in procs:
+                p.join(60)
+            self.assertEqual(results, [(0, 0, True), (1, 1, True)])
+            m = ckpt.manifest(os.path.join(root, "c", "step-00000010"))
+            self.assertEqual(m["world_size"], 2)
+            self.assertEqual([f["name"] for f in m["files"]],
+                             ["rank-00000.safetensors", "rank-00001.safetensors"])
+            ckpt.verify(os.path.join(root, "c", "step-00000010"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,470 @@
+// `grist bench dedup`: MinHash signature throughput per thread on real text beside two peers
+// measured in the same run (the same algorithm as a plain scalar loop, and a datasketch-style
+// numpy implementation in Python), the whole dedup of the shared corpus per stage, and peak memory
+// for an input and the same input replicated 4x under a fixed --memory-limit.
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/harness.h"
+#include "bench/registry.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/progress.h"
+#include "common/records.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup.h"
+#include "dedup/minhash.h"
+
+namespace grist::bench {
+namespace {
+
+struct DedupBenchFlags {
+  Options options;
+  std::string corpus;
+  std::vector<int> threads;
+  int e2e_repetitions = 1;
+  uint64_t sample_mb = 4;
+};
+
+std::string DefaultCorpus() {
+  if (const char* e = std::getenv("GRIST_CORPUS_DIR"); e && *e) return e;
+  for (const char* d : {"../shared/corpus", "../../shared/corpus"}) {
+    if (Env::Default()->IsDirectory(d)) return d;
+  }
+  return "";
+}
+
+// Deterministic stand-in text when the shared corpus is absent (words with a Zipf-like spread).
+std::vector<std::string> GeneratedDocs(size_t bytes) {
+  Rng rng(1);
+  std::vector<std::string> words;
+  for (int i = 0; i < 20000; ++i) {
+    std::string w;
+    const int len = 2 + static_cast<int>(rng.Uniform(8));
+    for (int k = 0; k < len; ++k) w.push_back(static_cast<char>('a' + rng.Uniform(26)));
+    words.push_back(w);
+  }
+  std::vector<std::string> docs;
+  size_t total = 0;
+  while (total < bytes) {
+    std::string d;
+    const int n = 200 + static_cast<int>(rng.Uniform(2000));
+    for (int i = 0; i < n; ++i) {
+      const uint64_t r = rng.Uniform(20000);
+      d += words[(r * r) / 20000];
+      d += (i % 15 == 14) ? ". " : " ";
+    }
+    total += d.size();
+    docs.push_back(std::move(d));
+  }
+  return docs;
+}
+
+absl::StatusOr<std::vector<std::string>> LoadTexts(const std::vector<std::string>& inputs) {
+  Env* env = Env::Default();
+  ASSIGN_OR_RETURN(auto files, ListInputs(env, inputs));
+  std::vector<std::string> docs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(auto r, OpenRecordReader(env, f, InputSplit{}, InputOptions{}));
+    Document d;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(&d));
+      if (!more) break;
+      if (d.error.empty() && !d.text.empty()) docs.push_back(std::move(d.text));
+    }
+  }
+  return docs;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// MB/s of shingling + signatures over `docs` on `threads` threads (documents dealt round-robin),
+// by the wall clock; with `per_cpu_second`, by the CPU time the threads used (what one core does
+// per second of its time, independent of other load on a shared machine).
+double SignatureMBps(const std::vector<std::string>& docs, int threads, bool scalar,
+                     bool shingles_only = false, bool per_cpu_second = false) {
+  const dedup::MinHasher mh(112, dedup::DedupOptions{}.seed);
+  const dedup::ShingleOptions so;
+  uint64_t bytes = 0;
+  for (const auto& d : docs) bytes += d.size();
+  std::atomic<uint64_t> sink{0};
+  std::atomic<int64_t> cpu_ns{0};
+  Stopwatch sw;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const double cpu0 = ThreadCpuSeconds();
+      std::vector<uint64_t> sh, sig(112);
+      std::string scratch;
+      uint64_t acc = 0;
+      for (size_t i = static_cast<size_t>(t); i < docs.size(); i += static_cast<size_t>(threads)) {
+        dedup::ShingleHashesUnordered(docs[i], so, &sh, &scratch);
+        if (shingles_only) {
+          acc += sh.size();
+          continue;
+        }
+        if (scalar) {
+          mh.ComputeScalar(sh.data(), sh.size(), sig.data());
+        } else {
+          mh.Compute(sh, sig.data());
+        }
+        acc += sig[0];
+      }
+      sink += acc;
+      cpu_ns += static_cast<int64_t>((ThreadCpuSeconds() - cpu0) * 1e9);
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double s = per_cpu_second ? static_cast<double>(cpu_ns.load()) * 1e-9 : sw.Seconds();
+  return static_cast<double>(bytes) / s / 1e6;
+}
+
+// The datasketch peer: MinHash.update_batch's arithmetic ((a * h + b) mod (2^61 - 1), masked to
+// 32 bits, with SHA-1 shingle hashes) in numpy, on one thread, over the same documents.
+constexpr char kDatasketchPeer[] = R"PY(
+import json, re, sys, time, hashlib
+import numpy as np
+docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+mersenne = np.uint64((1 << 61) - 1); max_hash = np.uint64((1 << 32) - 1)
+gen = np.random.RandomState(1)
+a = gen.randint(1, (1 << 61) - 1, size=112, dtype=np.uint64)
+b = gen.randint(0, (1 << 61) - 1, size=112, dtype=np.uint64)
+word = re.compile(r"[^\W_]+")
+def shingles(t):
+    w = word.findall(t.lower())
+    return {" ".join(w[i:i + 5]) for i in range(max(1, len(w) - 4))} if w else set()
+nbytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
+t0 = time.perf_counter()
+for d in docs:
+    s = shingles(d)
+    if not s:
+        continue
+    hv = np.array([int.from_bytes(hashlib.sha1(x.encode("utf-8", "surrogatepass")).digest()[:4], "little") for x in s], dtype=np.uint64, ndmin=2).T
+    with np.errstate(over="ignore"):
+        phv = np.bitwise_and((hv * a + b) % mersenne, max_hash)
+    sig = phv.min(axis=0)
+print(nbytes / (time.perf_counter() - t0) / 1e6)
+)PY";
+
+std::string PythonWithNumpy() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    auto r = RunCommand(absl::StrCat(py, " -c 'import numpy' 2>/dev/null"));
+    if (r.ok() && r->exit_code == 0) return py;
+  }
+  return "";
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("grist");
+}
+
+// Peak RSS and seconds of `grist dedup` run as its own process.
+absl::StatusOr<std::pair<double, double>> DedupProcess(const std::string& args,
+                                                       const std::string& json_path) {
+  Stopwatch sw;
+  auto r = RunCommand(absl::StrCat(SelfExe(), " dedup --quiet ", args, " --json ", json_path));
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    return absl::InternalError(absl::StrCat("grist dedup ", args, " failed: ", r->output));
+  }
+  const double secs = sw.Seconds();
+  ASSIGN_OR_RETURN(std::string json, ReadFileToString(Env::Default(), json_path));
+  size_t p = json.rfind("\"peak_rss_bytes\":");
+  if (p == std::string::npos) return absl::InternalError("no peak_rss_bytes in the report");
+  return std::make_pair(std::strtod(json.c_str() + p + 17, nullptr), secs);
+}
+
+absl::Status Run(const DedupBenchFlags& f) {
+  Report report("dedup", f.options);
+  Env* env = Env::Default();
+  std::string corpus = f.corpus.empty() ? DefaultCorpus() : f.corpus;
+  if (!corpus.empty() && !env->IsDirectory(corpus)) corpus.clear();
+  char tmpl[] = "/tmp/grist_bench_dedup_XXXXXX";
+  const char* tmpdir = ::mkdtemp(tmpl);
+  if (tmpdir == nullptr) return absl::InternalError("mkdtemp failed");
+  const std::string tmp = tmpdir;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)Env::Default()->RemoveAll(dir); }
+  } cleanup{tmp};
+
+  // ---- 1. signature throughput on real text
+  std::vector<std::string> docs;
+  std::string text_name;
+  if (!corpus.empty() && env->IsDirectory(corpus + "/wikipedia-en-2015")) {
+    ASSIGN_OR_RETURN(docs, LoadTexts({corpus + "/wikipedia-en-2015"}));
+    text_name = "wikipedia-en-2015";
+  } else {
+    docs = GeneratedDocs(32u << 20);
+    text_name = "generated text (shared corpus absent)";
+  }
+  if (f.options.quick) {  // about 8 MB of the text
+    uint64_t keep = 0;
+    size_t n = 0;
+    while (n < docs.size() && keep < (8u << 20)) keep += docs[n++].size();
+    docs.resize(n);
+  }
+  uint64_t bytes = 0;
+  for (const auto& d : docs) bytes += d.size();
+  report.SetParam("signature text", absl::StrFormat("%s, %zu docs, %s", text_name, docs.size(),
+                                                    HumanBytes(static_cast<double>(bytes))));
+  report.SetParam("minhash", "112 permutations, word 5-grams, XXH3-64 per shingle");
+  report.SetParam("simd target", dedup::MinHasher::SimdTarget());
+  report.SetParam("cpus", std::to_string(NumCpus()));
+  ASSIGN_OR_RETURN(std::optional<Sweep> sweep, SweepFromOptions(f.options, {"threads"}));
+  if (sweep) {
+    // Per thread count: signature MB/s (total) beside the scalar loop at the same count, and the
+    // whole dedup of the signature text beside reading it once.
+    RETURN_IF_ERROR(env->CreateDirs(tmp + "/sweep"));
+    std::string jsonl;
+    for (const auto& d : docs) {
+      Document doc;
+      doc.text = d;
+      jsonl += SerializeRecord(doc) + "\n";
+    }
+    const std::string input = tmp + "/sweep/input.jsonl";
+    RETURN_IF_ERROR(WriteFileAtomic(env, input, jsonl));
+    RETURN_IF_ERROR(RunSweep(&report, *sweep, [&](const std::string& v)
+                                                  -> absl::StatusOr<std::vector<Figure>> {
+      ASSIGN_OR_RETURN(int64_t t64, SweepInt(*sweep, v));
+      const int t = static_cast<int>(t64);
+      ASSIGN_OR_RETURN(Stats ours, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+        return SignatureMBps(docs, t, false);
+      }));
+      ASSIGN_OR_RETURN(Stats scalar, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+        return SignatureMBps(docs, t, true);
+      }));
+      Figure sig{"signatures, total", "MB/s", ours, "same MinHash as a scalar loop", scalar};
+      dedup::DedupOptions o;
+      o.work_dir = tmp + "/sweep/work";
+      o.split_bytes = 4u << 20;  // enough splits to feed the threads
+      RunOptions run;
+      run.threads = t;
+      run.progress = false;
+      ASSIGN_OR_RETURN(Stats whole, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+        RETURN_IF_ERROR(env->RemoveAll(tmp + "/sweep/out"));
+        Stopwatch sw;
+        ASSIGN_OR_RETURN(auto rep, dedup::RunDedup(env, {input}, tmp + "/sweep/out", o, run));
+        return static_cast<double>(rep.counts.bytes_in) / sw.Seconds() / 1e6;
+      }));
+      ASSIGN_OR_RETURN(Stats read, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+        Stopwatch sw;
+        ASSIGN_OR_RETURN(auto texts, LoadTexts({input}));
+        uint64_t b = 0;
+        for (const auto& x : texts) b += x.size();
+        return static_cast<double>(b) / sw.Seconds() / 1e6;
+      }));
+      Figure all{"whole dedup", "MB/s", whole, "reading every record once (1 thread)", read};
+      all.peer_is_ceiling = true;
+      return std::vector<Figure>{sig, all};
+    }));
+    return report.Finish();
+  }
+  std::vector<int> threads = f.threads;
+  if (threads.empty()) {
+    threads = {1};
+    if (NumCpus() > 1) threads.push_back(NumCpus());
+  }
+  std::optional<Stats> one_thread;
+  for (int t : threads) {
+    ASSIGN_OR_RETURN(Stats ours, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+      return SignatureMBps(docs, t, false) / t;
+    }));
+    ASSIGN_OR_RETURN(Stats scalar, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+      return SignatureMBps(docs, t, true) / t;
+    }));
+    Figure fig{absl::StrFormat("signatures, %d thread(s), per thread", t), "MB/s", ours,
+               "same MinHash as a scalar loop", scalar};
+    fig.target = ">= 100 MB/s per core";
+    report.AddFigure(fig);
+    if (t == 1) one_thread = ours;
+    if (t > 1 && one_thread) {
+      Figure scale{absl::StrFormat("signatures, %d threads, total", t), "MB/s",
+                   Stats::Of({ours.median * t}), "1 thread", *one_thread};
+      scale.target = absl::StrFormat("~%d x with %d idle cores", t, t);
+      report.AddFigure(scale);
+    }
+  }
+  {
+    ASSIGN_OR_RETURN(Stats ours, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+      return SignatureMBps(docs, 1, false, false, true);
+    }));
+    ASSIGN_OR_RETURN(Stats scalar, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+      return SignatureMBps(docs, 1, true, false, true);
+    }));
+    Figure fig{"signatures per CPU-second (thread CPU time)", "MB/s", ours,
+               "same MinHash as a scalar loop, per CPU-second", scalar};
+    fig.target = ">= 100 MB/s per core";
+    report.AddFigure(fig);
+  }
+  ASSIGN_OR_RETURN(Stats shingle_only, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+    return SignatureMBps(docs, 1, false, true, true);
+  }));
+  report.AddNote(absl::StrFormat(
+      "shingling + hashing alone (no MinHash): %.1f MB/s per CPU-second", shingle_only.median));
+
+  // datasketch-style numpy peer on a sample (Python is ~100x slower: a sample keeps it short).
+  {
+    std::string sample;
+    std::vector<std::string> sample_docs;
+    uint64_t sb = 0;
+    for (const auto& d : docs) {
+      if (sb >= (f.options.quick ? (1u << 20) : f.sample_mb << 20)) break;
+      Document doc;
+      doc.text = d;
+      sample += SerializeRecord(doc) + "\n";
+      sample_docs.push_back(d);
+      sb += d.size();
+    }
+    const std::string py = PythonWithNumpy();
+    Figure fig{"signatures vs datasketch-style numpy, 1 thread", "MB/s", {}, "datasketch update_batch arithmetic in numpy (1 thread)", std::nullopt};
+    ASSIGN_OR_RETURN(fig.ours, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+      return SignatureMBps(sample_docs, 1, false);
+    }));
+    if (py.empty()) {
+      fig.peer_note = "python3 with numpy not found";
+    } else {
+      RETURN_IF_ERROR(WriteFileAtomic(env, tmp + "/sample.jsonl", sample));
+      RETURN_IF_ERROR(WriteFileAtomic(env, tmp + "/peer.py", kDatasketchPeer));
+      Options once = f.options;
+      once.warmup = 0;
+      once.repetitions = std::min(f.options.repetitions, 2);
+      auto peer = Repeat(once, [&]() -> absl::StatusOr<double> {
+        ASSIGN_OR_RETURN(auto r, RunCommand(absl::StrCat(py, " ", tmp, "/peer.py ", tmp,
+                                                         "/sample.jsonl")));
+        if (r.exit_code != 0) return absl::InternalError("peer failed: " + r.output);
+        return std::strtod(r.output.c_str(), nullptr);
+      });
+      if (peer.ok()) {
+        fig.peer = *peer;
+      } else {
+        fig.peer_note = std::string(peer.status().message());
+      }
+    }
+    fig.target = "datasketch ~2 MB/s per core";
+    report.AddFigure(fig);
+  }
+
+  // ---- 2. the whole dedup of the shared corpus
+  if (!corpus.empty()) {
+    std::vector<std::string> inputs;
+    std::vector<const char*> subs = {"wikinews-en", "wikipedia-en-2015", "web-samples",
+                                     "small-text"};
+    if (f.options.quick) subs = {"web-samples", "small-text"};
+    for (const char* sub : subs) {
+      if (env->IsDirectory(corpus + "/" + sub)) inputs.push_back(corpus + "/" + sub);
+    }
+    if (!f.options.quick && env->FileExists(corpus + "/20newsgroups.tar.zst")) {
+      auto r = RunCommand(absl::StrCat("tar --zstd -xf '", corpus, "/20newsgroups.tar.zst' -C '",
+                                       tmp, "'"));
+      if (r.ok() && r->exit_code == 0) inputs.push_back(tmp + "/20newsgroups");
+    }
+    dedup::DedupOptions o;
+    o.work_dir = tmp + "/work";
+    RunOptions run;
+    run.threads = 0;
+    run.progress = !f.options.quiet;
+    dedup::DedupReport last;
+    Options e2e = f.options;
+    e2e.warmup = 0;
+    e2e.repetitions = f.e2e_repetitions;
+    ASSIGN_OR_RETURN(Stats total, Repeat(e2e, [&]() -> absl::StatusOr<double> {
+      RETURN_IF_ERROR(env->RemoveAll(tmp + "/out"));
+      Stopwatch sw;
+      ASSIGN_OR_RETURN(last, dedup::RunDedup(env, inputs, tmp + "/out", o, run));
+      return sw.Seconds();
+    }));
+    // Peer: reading every record once (the floor any stage that reads the input pays).
+    ASSIGN_OR_RETURN(Stats read_only, Repeat(e2e, [&]() -> absl::StatusOr<double> {
+      Stopwatch sw;
+      ASSIGN_OR_RETURN(auto texts, LoadTexts(inputs));
+      return sw.Seconds();
+    }));
+    Figure fig{absl::StrFormat("whole dedup of the shared corpus%s (%llu docs, %s), %d threads",
+                               f.options.quick ? " (--quick: web-samples, small-text)" : "",
+                               (unsigned long long)last.counts.docs_in,
+                               HumanBytes(static_cast<double>(last.counts.bytes_in)), NumCpus()),
+               "s", total, "reading every record once (1 thread)", read_only};
+    fig.higher_is_better = false;
+    fig.target = f.options.quick ? "" : "< 60 s on 2 cores";
+    report.AddFigure(fig);
+    for (const auto& s : last.stages) {
+      report.AddNote(absl::StrFormat("stage %-10s %7.2f s  %8.1f MB/s of its input  %9.0f docs/s  peak RSS %s",
+                                     s.stage, s.seconds,
+                                     s.seconds > 0 ? s.input_bytes / s.seconds / 1e6 : 0.0,
+                                     s.seconds > 0 ? last.counts.docs_in / s.seconds : 0.0,
+                                     HumanBytes(static_cast<double>(s.peak_rss_bytes))));
+    }
+    report.AddNote(absl::StrFormat(
+        "corpus result: %llu in, %llu kept, %llu removed (exact %llu, near %llu), %llu clusters",
+        (unsigned long long)last.counts.docs_in, (unsigned long long)last.counts.docs_out,
+        (unsigned long long)last.counts.docs_removed, (unsigned long long)last.removed_exact,
+        (unsigned long long)last.removed_near, (unsigned long long)last.clusters));
+
+    // ---- 3. peak memory: an input and the same input 4x, with a 64 MB budget
+    if (!f.options.quick && env->IsDirectory(corpus + "/wikinews-en")) {
+      RETURN_IF_ERROR(env->CreateDirs(tmp + "/x4"));
+      ASSIGN_OR_RETURN(auto names, env->ListDir(corpus + "/wikinews-en"));
+      for (int copy = 0; copy < 4; ++copy) {
+        for (const auto& n : names) {
+          ASSIGN_OR_RETURN(std::string data, ReadFileToString(env, corpus + "/wikinews-en/" + n));
+          RETURN_IF_ERROR(WriteFileAtomic(env, absl::StrCat(tmp, "/x4/c", copy, "_", n), data));
+        }
+      }
+      const std::string common = "--memory-limit 64 --threads 2 --no-verify";
+      ASSIGN_OR_RETURN(auto m1, DedupProcess(absl::StrCat("-i ", corpus, "/wikinews-en -o ", tmp,
+                                                          "/m1 ", common),
+                                             tmp + "/m1.json"));
+      ASSIGN_OR_RETURN(auto m4, DedupProcess(absl::StrCat("-i ", tmp, "/x4 -o ", tmp, "/m4 ",
+                                                          common),
+                                             tmp + "/m4.json"));
+      Figure mem{"peak RSS, wikinews-en x4 (budget 64 MB)", "MB", Stats::Of({m4.first / 1e6}),
+                 "the same run on wikinews-en x1", Stats::Of({m1.first / 1e6})};
+      mem.higher_is_better = false;
+      mem.target = "ratio ~1 (memory independent of corpus size)";
+      report.AddFigure(mem);
+      report.AddNote(absl::StrFormat("memory runs took %.1f s (x1) and %.1f s (x4)", m1.second,
+                                     m4.second));
+    }
+  } else {
+    report.AddNote("shared corpus absent: whole-corpus and memory figures skipped");
+  }
+  return report.Finish();
+}
+
+BenchRunner Setup(CLI::App* app) {
+  auto f = std::make_shared<DedupBenchFlags>();
+  AddBenchFlags(app, &f->options);
+  app->add_option("--corpus", f->corpus, "Shared corpus folder (default ../shared/corpus)");
+  app->add_option("--threads", f->threads, "Thread counts for the signature figures");
+  app->add_option("--e2e-repetitions", f->e2e_repetitions,
+                  "Measured runs of the whole-corpus dedup (default 1)");
+  app->add_option("--sample-mb", f->sample_mb, "Text for the Python peer in MB (default 4)");
+  return [f]() { return Run(*f); };
+}
+
+GRIST_REGISTER_BENCH(dedup, "dedup", "MinHash signatures per thread, whole-corpus dedup, memory",
+                     Setup);
+
+}  // namespace
+}  // namespace grist::bench

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
+#   scripts/gpu/run_all.sh loader|ckpt|all
+# Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
+# or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export GRIST_GPU_OUT=${GRIST_GPU_OUT:-gpu-out}
+mkdir -p "$GRIST_GPU_OUT"
+export LD_LIBRARY_PATH="$(pwd)/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$(pwd)/.devcarry/build/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+what=${1:-all}
+date -u
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+if [[ $what == loader || $what == all ]]; then
+  scripts/gpu/loader.sh .devcarry/build
+  echo "== SIGKILL/resume proof on cuda"
+  GRIST_TEST_DEVICE=cuda python3 -m unittest -v tests/python/test_train_resume.py 2>&1 | tee "$GRIST_GPU_OUT/train_resume_cuda.txt"
+fi
+if [[ $what == ckpt || $what == all ]]; then
+  echo "== ckptio tests on the GPU machine"
+  .devcarry/build/tests/ckptio/ckptio_test --gtest_brief=1 2>&1 | tail -5 | tee "$GRIST_GPU_OUT/ckptio_test.txt"
+  python3 -m unittest -v tests/python/test_ckpt.py 2>&1 | tail -8 | tee "$GRIST_GPU_OUT/test_ckpt_py.txt"
+  GRIST_BUILD_DIR=.devcarry/build CKPT_GIB=${CKPT_GIB:-8} scripts/gpu/ckpt.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt.txt"
+fi

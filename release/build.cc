@@ -1,5 +1,6 @@
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -67,6 +68,11 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
     ASSIGN_OR_RETURN(b.clean, clean::CleanOptions::FromConfig(c));
   }
   ASSIGN_OR_RETURN(b.dedup_enabled, c.GetBool("dedup.enabled", true));
+  if (c.Has("dedup.mode")) {  // the switch of earlier configs: "none" turns dedup off
+    ASSIGN_OR_RETURN(std::string mode, c.GetString("dedup.mode", ""));
+    if (mode != "none") return KeyError(c, "dedup.mode", "only \"none\" (use dedup.enabled)");
+    b.dedup_enabled = false;
+  }
   if (b.dedup_enabled) {
     ASSIGN_OR_RETURN(b.dedup, dedup::DedupOptions::FromConfig(c));
     RETURN_IF_ERROR(b.dedup.Validate());
@@ -157,6 +163,40 @@ absl::StatusOr<std::vector<std::string>> KeptParts(Env* env, const std::string& 
     }
   }
   return out;
+}
+
+// Sums the per-task encode reports (tokens-TTTTT-of-NNNNN.json beside each part) into the report
+// one task over all inputs would have written: counts add up, the longest document is the maximum.
+absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
+                                                          const std::vector<std::string>& parts) {
+  tokenize::EncodeReport all;
+  for (const std::string& prefix : parts) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, prefix + ".json"));
+    simdjson::dom::parser p;
+    simdjson::dom::element e;
+    simdjson::padded_string ps(text);
+    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
+      return absl::DataLossError(absl::StrCat(prefix, ".json: not a valid encode report"));
+    }
+    uint64_t v[9];
+    const char* keys[9] = {"docs_in", "docs_out", "docs_rejected", "docs_removed", "bytes_in",
+                           "tokens", "rejected_malformed", "rejected_empty", "max_document_tokens"};
+    for (int i = 0; i < 9; ++i) {
+      if (e[keys[i]].get(v[i]) != simdjson::SUCCESS) {
+        return absl::DataLossError(absl::StrCat(prefix, ".json: no '", keys[i], "'"));
+      }
+    }
+    all.counts.docs_in += v[0];
+    all.counts.docs_out += v[1];
+    all.counts.docs_rejected += v[2];
+    all.counts.docs_removed += v[3];
+    all.counts.bytes_in += v[4];
+    all.tokens += v[5];
+    all.rejected_malformed += v[6];
+    all.rejected_empty += v[7];
+    all.max_document_tokens = std::max(all.max_document_tokens, v[8]);
+  }
+  return all;
 }
 
 std::string Now() {
@@ -405,9 +445,38 @@ std::string BuildReport::ToJson() const {
   return w.Take();
 }
 
+const std::vector<std::string>& BuildStages() {
+  static const auto* stages =
+      new std::vector<std::string>{"tokenizer", "tokenize", "tokenize-merge", "pack"};
+  return *stages;
+}
+
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   Stopwatch total;
   if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  const std::string& stage = opts.stage;
+  const bool staged = !stage.empty();
+  if (staged && std::find(BuildStages().begin(), BuildStages().end(), stage) == BuildStages().end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage,
+                                                   ": unknown; stages are tokenizer, tokenize, "
+                                                   "tokenize-merge, pack"));
+  }
+  if (staged && stage != "tokenize" && opts.run.tasks != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stage ", stage, " runs once; only --stage tokenize takes --task/--tasks"));
+  }
+  if (staged && opts.restart) {
+    return absl::InvalidArgumentError("--restart rebuilds every stage; it cannot go with --stage");
+  }
+  // A staged report (one stage's summary) for the stages that stop early.
+  auto stage_report = [&](std::vector<StageSummary> stages) {
+    BuildReport r;
+    r.output_dir = opts.output_dir;
+    r.stages = std::move(stages);
+    r.seconds = total.Seconds();
+    r.peak_rss_bytes = PeakRssBytes();
+    return r;
+  };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
   if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
     auto bytes = ReadFileToString(env, bc.tokenizer_model);
@@ -423,6 +492,10 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     for (const std::string& n : names) {
       if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
           !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
+        if (staged) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              work, " was made with another config; remove it before a staged build"));
+        }
         if (opts.run.progress) {
           std::fprintf(stderr, "build: %s was made with another config; starting over\n",
                        work.c_str());
@@ -439,13 +512,25 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
   };
 
-  // Manifest inputs: every input file with its size and XXH3-128.
+  // Manifest inputs: every input file with its size and XXH3-128 (not needed by encode tasks).
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
   std::vector<shard::FileInfo> inputs;
   for (const InputFile& f : files) {
+    if (stage == "tokenize" || stage == "tokenize-merge") {
+      inputs.push_back({f.path, f.size, Hash128{}});
+      continue;
+    }
     ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
     inputs.push_back({f.path, f.size, h});
   }
+  auto needs = [&](const std::string& before, const std::string& run_first) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--stage ", stage, ": stage ", before, " has not completed under this config (no ",
+        JoinPath(stages_dir, before + ".json"), "); run --stage ", run_first, " first"));
+  };
+  // In a staged build, clean and dedup run as part of --stage tokenizer (each is one process;
+  // `grist clean` / `grist dedup` spread them over tasks on their own).
+  const bool may_run_early = !staged || stage == "tokenizer";
   uint64_t input_bytes = 0;
   for (const auto& f : inputs) input_bytes += f.bytes;
 
@@ -455,6 +540,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   if (bc.clean_enabled) {
     const std::string dir = JoinPath(work, "clean");
     clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
+    if (!clean_rec && !may_run_early) return needs("clean", "tokenizer");
     if (!clean_rec) {
       RETURN_IF_ERROR(env->RemoveAll(dir));
       RunOptions run = opts.run;
@@ -489,6 +575,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   if (bc.dedup_enabled) {
     const std::string dir = JoinPath(work, "dedup");
     dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
+    if (!dedup_rec && !may_run_early) return needs("dedup", "tokenizer");
     if (!dedup_rec) {
       RETURN_IF_ERROR(env->RemoveAll(dir));
       RunOptions run = opts.run;
@@ -530,6 +617,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   // ---- tokenizer ----
   const std::string model_path = JoinPath(work, "tokenizer.model");
   std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
+  if (!tok_rec && staged && stage != "tokenizer") return needs("tokenizer", "tokenizer");
   if (!tok_rec) {
     Stopwatch sw;
     StageRecord r;
@@ -558,11 +646,50 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     RETURN_IF_ERROR(complete(r));
     tok_rec = r;
   }
+  if (stage == "tokenizer") return stage_report({tok_rec->summary});
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
 
   // ---- tokenize ----
   const std::string tokens_dir = JoinPath(work, "tokens");
   std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
+  if (stage == "tokenize") {
+    // One task of many: its part goes beside the others'; tokenize-merge completes the stage.
+    if (enc_rec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--stage tokenize: the stage is already complete (", record_path("tokenize"), ")"));
+    }
+    tokenize::EncodeStageOptions eo = bc.encode;
+    eo.model_path = model_path;
+    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, opts.run));
+    StageSummary s{.name = "tokenize"};
+    s.docs_in = er.counts.docs_in;
+    s.docs_out = er.counts.docs_out;
+    s.docs_rejected = er.counts.docs_rejected;
+    s.bytes_in = er.counts.bytes_in;
+    s.tokens = er.tokens;
+    s.seconds = er.seconds;
+    s.note = absl::StrCat("task ", opts.run.task, " of ", opts.run.tasks);
+    return stage_report({tok_rec->summary, s});
+  }
+  if (!enc_rec && stage == "tokenize-merge") {
+    Stopwatch sw;
+    ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
+    ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
+    StageRecord r;
+    r.summary.name = "tokenize";
+    r.summary.docs_in = er.counts.docs_in;
+    r.summary.docs_out = er.counts.docs_out;
+    r.summary.docs_rejected = er.counts.docs_rejected;
+    r.summary.bytes_in = er.counts.bytes_in;
+    r.summary.tokens = er.tokens;
+    r.summary.seconds = sw.Seconds();
+    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s)");
+    r.report_json = er.ToJson();
+    RETURN_IF_ERROR(complete(r));
+    enc_rec = r;
+  }
+  if (stage == "tokenize-merge") return stage_report({tok_rec->summary, enc_rec->summary});
+  if (!enc_rec && staged) return needs("tokenize", "tokenize (every task) and tokenize-merge");
   if (!enc_rec) {
     RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
     tokenize::EncodeStageOptions eo = bc.encode;

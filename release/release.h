@@ -52,7 +52,20 @@ struct BuildOptions {
   RunOptions run;
   // Discard the work folder and rebuild every stage.
   bool restart = false;
+  // Run one stage only, so a cluster can spread the build over jobs (scripts/slurm/): empty runs
+  // every stage in order. "tokenizer" runs clean and dedup (when enabled, one process each) and
+  // trains (or copies) the tokenizer; "tokenize" encodes task
+  // run.task of run.tasks into the work folder (tasks run concurrently, on any nodes sharing it);
+  // "tokenize-merge" checks that every task's part is there (FailedPrecondition naming the missing
+  // task otherwise) and records the stage complete; "pack" packs and shards into the release. Each
+  // needs the stages before it complete (FailedPrecondition naming the stage to run). The release
+  // is byte-identical to an unstaged build of the same config, whatever the task count. A work
+  // folder from another config is an error here rather than discarded (tasks run concurrently).
+  std::string stage;
 };
+
+// The stage names BuildOptions::stage accepts, in order.
+const std::vector<std::string>& BuildStages();
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
 

@@ -23,11 +23,30 @@ Runner SetupBuild(CLI::App* app) {
       ->required();
   app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
   app->add_flag("--restart", f->o.restart, "Discard completed stages and rebuild everything");
-  AddCommonFlags(app, &f->common, /*with_tasks=*/false);
+  app->add_option("--stage", f->o.stage,
+                  "Run one stage only (tokenizer, tokenize, tokenize-merge, pack), for job arrays: "
+                  "see scripts/slurm/ and docs/slurm.md");
+  AddCommonFlags(app, &f->common, /*with_tasks=*/true);
   return [f]() -> absl::Status {
+    if (f->o.stage == "tokenize") {
+      RETURN_IF_ERROR(ResolveTasks(&f->common));
+      f->o.run.task = f->common.task;
+      f->o.run.tasks = f->common.tasks;
+    } else if (f->common.task >= 0 || f->common.tasks >= 0) {
+      return absl::InvalidArgumentError("--task/--tasks go with --stage tokenize only");
+    }
     f->o.run.threads = f->common.threads;
     f->o.run.progress = !f->common.quiet;
     ASSIGN_OR_RETURN(auto rep, release::BuildRelease(Env::Default(), f->o));
+    if (!f->o.stage.empty() && f->o.stage != "pack") {
+      const release::StageSummary& s = rep.stages.back();
+      std::printf("stage %s done%s%s: %llu documents in, %llu out, %llu tokens, %.2f s\n",
+                  f->o.stage.c_str(), s.note.empty() ? "" : " ", s.note.c_str(),
+                  static_cast<unsigned long long>(s.docs_in),
+                  static_cast<unsigned long long>(s.docs_out),
+                  static_cast<unsigned long long>(s.tokens), rep.seconds);
+      return MaybeWriteJson(f->common, rep.ToJson());
+    }
     std::printf("%s", rep.Table().c_str());
     return MaybeWriteJson(f->common, rep.ToJson());
   };

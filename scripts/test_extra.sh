@@ -4,7 +4,9 @@
 #      instrumentation) of the libraries, the GoogleTest suites and the fuzz targets;
 #   2. ctest of the common and clean suites under the sanitizers (shared-corpus tests skipped);
 #   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60), from a seed
-#      corpus of valid inputs made here.
+#      corpus of valid inputs made here;
+#   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites
+#      (scripts/tsan_loader.sh, scripts/tsan_ckptio.sh; GRIST_SKIP_TSAN=1 skips).
 # Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
 # GRIST_SANITIZER_LABELS (ctest -L regex, default 'common|clean'), GRIST_SANITIZER_EXCLUDE (ctest -E
 # regex of tests too slow under the sanitizers; they run in the main suite).
@@ -65,4 +67,10 @@ for f in fuzz_records fuzz_cleaner; do
   "$BUILD/fuzz/$f" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
 done
+# ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
+if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
+  echo "== ThreadSanitizer: loader and checkpoint writer"
+  scripts/tsan_loader.sh
+  scripts/tsan_ckptio.sh
+fi
 echo "test_extra: sanitizers and fuzzers passed"

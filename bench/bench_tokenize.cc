@@ -5,6 +5,7 @@
 // The text is the corpus's documents cut into lines; spm_encode reads them as a plain-text file
 // (one sentence per line) and grist as JSON Lines (one document per line), so both encode exactly
 // the same strings.
+#include <algorithm>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -112,7 +113,9 @@ BenchRunner Setup(CLI::App* app) {
       tokenize::EncodeStageOptions o;
       o.model_path = f->model;
       o.encode.add_eos = false;
-      o.split_bytes = 1 << 20;
+      // Enough splits that every thread has several (load balance), none smaller than 64 KiB.
+      o.split_bytes = std::clamp<uint64_t>(
+          prepared.first / (static_cast<uint64_t>(std::max(1, threads)) * 8), 64 << 10, 1 << 20);
       RunOptions run;
       run.threads = threads;
       run.progress = false;

@@ -37,6 +37,8 @@ struct RejectedDoc {
 struct SplitResult {
   std::vector<Document> kept;
   std::vector<RejectedDoc> rejected;
+  // The records serialized by the worker (kept, then rejected), so the writer thread only compresses.
+  std::vector<std::string> kept_records, rejected_records;
   CleanReport partial;  // counts only
   std::optional<FileError> file_error;
   uint64_t bytes_consumed = 0;
@@ -363,11 +365,23 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   absl::Status st = OrderedParallel<SplitResult>(
       &pool, splits.size(), 2 * static_cast<size_t>(pool.size()),
       [&](size_t i) -> absl::StatusOr<SplitResult> {
-        return ProcessSplit(env, files[splits[i].file_index], splits[i], options, &cleaners);
+        ASSIGN_OR_RETURN(SplitResult r, ProcessSplit(env, files[splits[i].file_index], splits[i],
+                                                     options, &cleaners));
+        r.kept_records.reserve(r.kept.size());
+        for (const Document& d : r.kept) r.kept_records.push_back(SerializeRecord(d));
+        r.rejected_records.reserve(r.rejected.size());
+        for (const RejectedDoc& d : r.rejected) {
+          r.rejected_records.push_back(SerializeRecord(d.doc, d.extra));
+        }
+        r.kept.clear();
+        r.rejected.clear();
+        return r;
       },
       [&](size_t i, SplitResult&& r) -> absl::Status {
-        for (const Document& d : r.kept) RETURN_IF_ERROR(kept_writer->Append(d));
-        for (const RejectedDoc& d : r.rejected) RETURN_IF_ERROR(reject_writer->Append(d.doc, d.extra));
+        for (const std::string& rec : r.kept_records) RETURN_IF_ERROR(kept_writer->AppendSerialized(rec));
+        for (const std::string& rec : r.rejected_records) {
+          RETURN_IF_ERROR(reject_writer->AppendSerialized(rec));
+        }
         Merge(r.partial, &report);
         if (r.file_error) report.file_errors.push_back(std::move(*r.file_error));
         progress.Add(splits[i].bytes);

@@ -741,12 +741,16 @@ class ZstdRecordWriter : public RecordWriter {
   }
 
   absl::Status Append(const Document& doc, std::string_view extra_json) override {
+    return AppendSerialized(SerializeRecord(doc, extra_json));
+  }
+
+  absl::Status AppendSerialized(std::string_view record) override {
     if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
     if (!file_) RETURN_IF_ERROR(StartPart());
-    line_ = SerializeRecord(doc, extra_json);
-    line_.push_back('\n');
-    RETURN_IF_ERROR(Compress(line_, ZSTD_e_continue));
-    part_raw_ += line_.size();
+    RETURN_IF_ERROR(Compress(record, ZSTD_e_continue));
+    RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
+    const uint64_t size = record.size() + 1;
+    part_raw_ += size;
     ++part_records_;
     ++records_;
     if (part_raw_ >= opts_.part_bytes) RETURN_IF_ERROR(EndPart());
@@ -809,7 +813,7 @@ class ZstdRecordWriter : public RecordWriter {
   ZSTD_CCtx* cctx_;
   std::vector<char> out_buf_;
   std::unique_ptr<WritableFile> file_;
-  std::string tmp_path_, final_path_, line_;
+  std::string tmp_path_, final_path_;
   std::vector<PartInfo> parts_;
   uint64_t part_raw_ = 0, part_records_ = 0, records_ = 0;
   bool finished_ = false;

@@ -149,6 +149,10 @@ class RecordWriter {
   // `extra_json` holds extra members (without braces, e.g. "\"reasons\":[\"too_short\"]") added to
   // the record; empty for none.
   virtual absl::Status Append(const Document& doc, std::string_view extra_json = {}) = 0;
+  // Appends one record already serialized by SerializeRecord (no trailing newline). Lets worker
+  // threads do the JSON escaping, so the single writer only compresses; the bytes written are the
+  // same as Append's.
+  virtual absl::Status AppendSerialized(std::string_view record) = 0;
   // Completes the last part and returns all parts written. No Append after Finish.
   virtual absl::StatusOr<std::vector<PartInfo>> Finish() = 0;
   virtual uint64_t records() const = 0;

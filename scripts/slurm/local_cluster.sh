@@ -99,8 +99,13 @@ export SLURM_CONF=${dir}/slurm.conf
 ENV
     export SLURM_CONF="$dir/slurm.conf"
     # -c: start from a clean state (no jobs from an earlier run); -i: ignore saved state errors.
-    slurmctld -c -i
-    slurmd -N "$node"
+    started() {  # NAME: say why a daemon did not start (its log), instead of exiting silently
+      echo "local_cluster: $1 failed to start; the end of its log:" >&2
+      tail -n 15 "$dir/log/$1.log" >&2 || true
+      exit 1
+    }
+    slurmctld -c -i || started slurmctld
+    slurmd -N "$node" || started slurmd
     for _ in $(seq 60); do
       state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null || true)
       if [[ "$state" == idle* || "$state" == mix* ]]; then

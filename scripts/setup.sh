@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  build-essential g++ clang cmake ninja-build pkg-config git ca-certificates
+  build-essential g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git ca-certificates
   # libraries
   libabsl-dev libxxhash-dev libzstd-dev zstd zlib1g-dev liburing-dev libsimdjson-dev
   libutf8proc-dev libtomlplusplus-dev libcli11-dev libhwy-dev libsentencepiece-dev sentencepiece

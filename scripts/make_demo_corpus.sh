@@ -13,7 +13,8 @@
 #                             (many exact and near duplicates)
 #
 # Deterministic: inputs are walked in sorted order, JSON is written with sorted keys, zstd output
-# carries no timestamps. The copyright part depends on which packages the machine has installed.
+# carries no timestamps. Copyright files are taken only for the packages scripts/setup.sh installs,
+# so the corpus does not depend on what else a machine has installed.
 #
 # Usage: scripts/make_demo_corpus.sh DIR
 set -euo pipefail
@@ -42,7 +43,7 @@ export LC_ALL=C
 
 bible -m 8192 "Gen1:1-Rev22:21" >"$OUT.tmp/kjv.raw"
 
-/usr/bin/python3 - "$OUT.tmp" <<'PY'
+/usr/bin/python3 - "$OUT.tmp" "$(dirname "$0")/setup.sh" <<'PY'
 import glob, gzip, json, os, re, sys
 
 out = sys.argv[1]
@@ -127,8 +128,15 @@ for path in sorted(glob.glob("/usr/share/common-licenses/*")):
     if os.path.isfile(path):
         with open(path, "rb") as f, open(os.path.join(out, "licenses", os.path.basename(path) + ".txt"), "wb") as g:
             g.write(f.read())
+# Only the packages scripts/setup.sh installs, so the corpus (and the release id) is the same on
+# every Debian 12 machine that ran it, whatever else is installed there.
+import re
+setup_text = open(sys.argv[2]).read()
+block = setup_text[setup_text.index("PACKAGES=(") + len("PACKAGES=("):]
+block = block[:block.index(")")]
+packages = sorted({w for line in block.splitlines() for w in line.split("#")[0].split()})
 total = 0
-for path in sorted(glob.glob("/usr/share/doc/*/copyright")):
+for path in [f"/usr/share/doc/{p}/copyright" for p in packages]:
     if not os.path.isfile(path) or total > 3_000_000:
         continue
     with open(path, "rb") as f:

@@ -177,28 +177,66 @@ class RawSource : public ByteSource {
   uint64_t pos_, end_, begin_;
 };
 
-class GzipSource : public ByteSource {
+// A decompressing source: reads the compressed file in chunks and decodes into the caller's buffer.
+// A damaged stream hands back what was decoded before the damage first; the error comes with the
+// next Read, so every line before the damage still reaches the caller.
+class DecodingSource : public ByteSource {
  public:
-  GzipSource(std::unique_ptr<SequentialFile> f) : f_(std::move(f)), in_(kReadChunk) {
+  DecodingSource(std::unique_ptr<SequentialFile> f, size_t chunk) : f_(std::move(f)), in_(chunk) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) final {
+    if (!pending_.ok()) return pending_;
+    if (done_) return size_t{0};
+    size_t produced = 0;
+    absl::Status s = Decode(buf, n, &produced);
+    if (s.ok()) return produced;
+    if (produced == 0) return s;
+    pending_ = std::move(s);
+    return produced;
+  }
+  uint64_t consumed() const final { return consumed_; }
+
+ protected:
+  // Decodes up to n bytes into buf, setting *produced; sets done_ at the clean end of the input.
+  virtual absl::Status Decode(char* buf, size_t n, size_t* produced) = 0;
+  // The next chunk of compressed input (0 bytes at the end of the file).
+  absl::StatusOr<size_t> Refill() {
+    ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
+    consumed_ += got;
+    return got;
+  }
+  absl::Status Corrupt(const std::string& what) const {
+    return absl::DataLossError(absl::StrCat(f_->path(), ": ", what));
+  }
+  std::unique_ptr<SequentialFile> f_;
+  Buffer in_;
+  bool done_ = false;
+
+ private:
+  absl::Status pending_;
+  uint64_t consumed_ = 0;
+};
+
+class GzipSource : public DecodingSource {
+ public:
+  GzipSource(std::unique_ptr<SequentialFile> f) : DecodingSource(std::move(f), kReadChunk) {
     std::memset(&z_, 0, sizeof(z_));
     init_ok_ = inflateInit2(&z_, 15 + 32) == Z_OK;  // gzip or zlib header, auto-detected
   }
   ~GzipSource() override { inflateEnd(&z_); }
-  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
     if (!init_ok_) return absl::InternalError(absl::StrCat(f_->path(), ": zlib init failed"));
-    if (!pending_.ok()) return pending_;
-    if (done_) return size_t{0};
     z_.next_out = reinterpret_cast<Bytef*>(buf);
     z_.avail_out = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    const size_t want = z_.avail_out;
+    absl::Status s;
     while (z_.avail_out > 0) {
       if (z_.avail_in == 0) {
-        ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
-        consumed_ += got;
+        ASSIGN_OR_RETURN(size_t got, Refill());
         if (got == 0) {
-          if (in_stream_) {
-            return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": truncated gzip stream")), n);
-          }
-          done_ = true;
+          if (in_stream_) s = Corrupt("truncated gzip stream");
+          else done_ = true;
           break;
         }
         z_.next_in = reinterpret_cast<Bytef*>(in_.data());
@@ -210,82 +248,53 @@ class GzipSource : public ByteSource {
         in_stream_ = false;
         inflateReset(&z_);  // concatenated members continue
       } else if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_MEM_ERROR) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt gzip data (",
-                                                     z_.msg ? z_.msg : "inflate error", ")")), n);
+        s = Corrupt(absl::StrCat("corrupt gzip data (", z_.msg ? z_.msg : "inflate error", ")"));
+        break;
       } else if (r == Z_BUF_ERROR && z_.avail_in != 0) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt gzip data")), n);
+        s = Corrupt("corrupt gzip data");
+        break;
       }
     }
-    return n - z_.avail_out;
+    *produced = want - z_.avail_out;
+    return s;
   }
-  uint64_t consumed() const override { return consumed_; }
-
- private:
-  // Hands back what was decoded before the failure first; the error comes with the next Read, so
-  // every line before the damage still reaches the caller.
-  absl::StatusOr<size_t> Fail(absl::Status s, size_t n) {
-    size_t produced = n - z_.avail_out;
-    if (produced == 0) return s;
-    pending_ = std::move(s);
-    return produced;
-  }
-  std::unique_ptr<SequentialFile> f_;
-  Buffer in_;
-  absl::Status pending_;
   z_stream z_;
-  bool init_ok_ = false, done_ = false, in_stream_ = false;
-  uint64_t consumed_ = 0;
+  bool init_ok_ = false, in_stream_ = false;
 };
 
-class ZstdSource : public ByteSource {
+class ZstdSource : public DecodingSource {
  public:
   ZstdSource(std::unique_ptr<SequentialFile> f)
-      : f_(std::move(f)), in_(ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
+      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
   ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
-  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
-    if (!pending_.ok()) return pending_;
-    if (done_) return size_t{0};
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
     ZSTD_outBuffer out{buf, n, 0};
+    absl::Status s;
     while (out.pos < out.size) {
       if (input_.pos == input_.size) {
-        ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
-        consumed_ += got;
+        ASSIGN_OR_RETURN(size_t got, Refill());
         if (got == 0) {
-          if (frame_open_) {
-            return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": truncated zstd stream")),
-                        out.pos);
-          }
-          done_ = true;
+          if (frame_open_) s = Corrupt("truncated zstd stream");
+          else done_ = true;
           break;
         }
         input_ = ZSTD_inBuffer{in_.data(), got, 0};
       }
       size_t r = ZSTD_decompressStream(dctx_, &out, &input_);
       if (ZSTD_isError(r)) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt zstd data (",
-                                                     ZSTD_getErrorName(r), ")")),
-                    out.pos);
+        s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
+        break;
       }
       frame_open_ = r != 0;
     }
-    return out.pos;
+    *produced = out.pos;
+    return s;
   }
-  uint64_t consumed() const override { return consumed_; }
-
- private:
-  // As GzipSource::Fail: decoded bytes first, the error on the next Read.
-  absl::StatusOr<size_t> Fail(absl::Status s, size_t produced) {
-    if (produced == 0) return s;
-    pending_ = std::move(s);
-    return produced;
-  }
-  std::unique_ptr<SequentialFile> f_;
-  Buffer in_;
-  absl::Status pending_;
   ZSTD_DCtx* dctx_;
   ZSTD_inBuffer input_{nullptr, 0, 0};
-  bool done_ = false, frame_open_ = false;
-  uint64_t consumed_ = 0;
+  bool frame_open_ = false;
 };
 
 // Splits a byte source into lines ('\n'-terminated; a final line without '\n' counts). Lines longer

@@ -136,9 +136,8 @@ BenchRunner Setup(CLI::App* app) {
       tokenize::EncodeStageOptions o;
       o.model_path = f->model;
       o.encode.add_eos = false;
-      // Enough splits that every thread has several (load balance), none smaller than 64 KiB.
-      o.split_bytes = std::clamp<uint64_t>(
-          prepared.first / (static_cast<uint64_t>(std::max(1, threads)) * 8), 64 << 10, 1 << 20);
+      // The default split size (8 MiB at most, smaller for small inputs: EffectiveSplitBytes), as
+      // in a build.
       RunOptions run;
       run.threads = threads;
       run.progress = false;

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -27,6 +28,22 @@ struct Buffer {
   size_t size;
 };
 constexpr size_t kMaxErrorText = 64 << 10;
+
+// The frame index of a part (docs/formats/documents.md): a zstd skippable frame at the end,
+//   magic u32 | size u32 | entry* | count u32 | xxh3-64 u64 of (entries, count) | "GRISTIDX"
+//   entry = compressed-bytes u64 | records u64          (all little-endian)
+constexpr uint32_t kIndexFrameMagic = 0x184D2A5B;   // one of zstd's skippable-frame magics
+constexpr char kIndexTag[8] = {'G', 'R', 'I', 'S', 'T', 'I', 'D', 'X'};
+constexpr uint64_t kIndexEntryBytes = 16, kIndexTailBytes = 20;
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+uint64_t GetLe(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -84,14 +101,68 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
   return out;
 }
 
+absl::StatusOr<std::optional<std::vector<ZstdFrame>>> ReadZstdFrameIndex(const RandomAccessFile& file) {
+  const uint64_t size = file.Size();
+  std::optional<std::vector<ZstdFrame>> none;
+  if (size < 8 + kIndexTailBytes) return none;
+  char tail[kIndexTailBytes];
+  ASSIGN_OR_RETURN(size_t got, file.ReadAt(size - kIndexTailBytes, tail, kIndexTailBytes));
+  if (got != kIndexTailBytes || std::memcmp(tail + 12, kIndexTag, 8) != 0) return none;
+  const uint64_t count = GetLe(tail, 4);
+  const uint64_t content = count * kIndexEntryBytes + kIndexTailBytes;
+  if (count == 0 || content + 8 > size) return none;
+  const uint64_t frame_start = size - 8 - content;
+  std::string body(8 + content, '\0');
+  ASSIGN_OR_RETURN(got, file.ReadAt(frame_start, body.data(), body.size()));
+  if (got != body.size() || GetLe(body.data(), 4) != kIndexFrameMagic ||
+      GetLe(body.data() + 4, 4) != content ||
+      Hash64(body.data() + 8, count * kIndexEntryBytes + 4) != GetLe(body.data() + 8 + content - 16, 8)) {
+    return none;
+  }
+  std::vector<ZstdFrame> frames(count);
+  uint64_t offset = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const char* e = body.data() + 8 + i * kIndexEntryBytes;
+    frames[i] = {offset, GetLe(e, 8), GetLe(e + 8, 8)};
+    if (frames[i].bytes == 0 || frames[i].bytes > frame_start - offset) return none;
+    offset += frames[i].bytes;
+  }
+  if (offset != frame_start) return none;  // the frames must tile the file up to the index
+  return std::optional<std::vector<ZstdFrame>>(std::move(frames));
+}
+
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
                                                    uint64_t target_bytes, ThreadPool* pool) {
   if (target_bytes == 0) target_bytes = 64ull << 20;
   std::vector<InputSplit> splits;
   for (size_t i = 0; i < files.size(); ++i) {
     const InputFile& f = files[i];
-    if (f.format != InputFormat::kJsonl || f.size <= target_bytes) {
+    if (f.size <= target_bytes || (f.format != InputFormat::kJsonl && f.format != InputFormat::kJsonlZstd)) {
       splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+      continue;
+    }
+    if (f.format == InputFormat::kJsonlZstd) {
+      // A part with a frame index splits at frame boundaries; records never cross frames, and the
+      // index's record counts give each split its absolute line numbers.
+      ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(f.path));
+      ASSIGN_OR_RETURN(auto frames, ReadZstdFrameIndex(*rf));
+      if (!frames) {
+        splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+        continue;
+      }
+      uint64_t begin = 0, bytes = 0, lines = 0, lines_before = 0;
+      for (size_t k = 0; k < frames->size(); ++k) {
+        const ZstdFrame& fr = (*frames)[k];
+        bytes += fr.bytes;
+        lines += fr.records;
+        if (bytes >= target_bytes || k + 1 == frames->size()) {
+          const bool last = k + 1 == frames->size();
+          splits.push_back({i, begin, last ? UINT64_MAX : fr.offset + fr.bytes, bytes, lines_before});
+          begin = fr.offset + fr.bytes;
+          lines_before += lines;
+          bytes = lines = 0;
+        }
+      }
       continue;
     }
     for (uint64_t b = 0; b < f.size; b += target_bytes) {
@@ -99,12 +170,15 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
       splits.push_back({i, b, e == f.size ? UINT64_MAX : e, e - b, 0});
     }
   }
-  // Count newlines inside each byte-range split so each reader knows its absolute line numbers.
+  // Count newlines inside each byte-range split of plain JSONL so each reader knows its absolute
+  // line numbers.
+  auto counted = [&](const InputSplit& s) {
+    return files[s.file_index].format == InputFormat::kJsonl && (s.begin > 0 || s.end != UINT64_MAX);
+  };
   std::vector<uint64_t> counts(splits.size(), 0);
   RETURN_IF_ERROR(ParallelFor(pool, splits.size(), [&](size_t k) -> absl::Status {
     const InputSplit& s = splits[k];
-    bool ranged = s.begin > 0 || s.end != UINT64_MAX;
-    if (!ranged) return absl::OkStatus();
+    if (!counted(s)) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
                      env->NewRandomAccessFile(files[s.file_index].path));
     Buffer buf(kReadChunk);
@@ -120,11 +194,18 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
     return absl::OkStatus();
   }));
   for (size_t k = 1; k < splits.size(); ++k) {
-    if (splits[k].file_index == splits[k - 1].file_index && splits[k].begin > 0) {
+    if (counted(splits[k]) && splits[k].file_index == splits[k - 1].file_index && splits[k].begin > 0) {
       splits[k].newlines_before = splits[k - 1].newlines_before + counts[k - 1];
     }
   }
   return splits;
+}
+
+uint64_t BalancedSplitBytes(const std::vector<InputFile>& files, uint64_t max_split_bytes, int tasks) {
+  uint64_t total = 0;
+  for (const InputFile& f : files) total += f.size;
+  const uint64_t balanced = total / (static_cast<uint64_t>(std::max(1, tasks)) * kSplitsPerTask);
+  return std::min(max_split_bytes, std::max(kMinBalancedSplitBytes, balanced));
 }
 
 std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks) {
@@ -148,6 +229,24 @@ std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, 
 // Byte sources: raw (a byte range of a file), gzip and zstd streams.
 
 namespace {
+
+// Reads bytes [begin, end) of a file sequentially (a split of an indexed zstd part).
+class RangeFile : public SequentialFile {
+ public:
+  RangeFile(std::unique_ptr<RandomAccessFile> f, uint64_t begin, uint64_t end)
+      : f_(std::move(f)), pos_(begin), end_(std::min<uint64_t>(end, f_->Size())) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    if (pos_ >= end_) return size_t{0};
+    ASSIGN_OR_RETURN(size_t got, f_->ReadAt(pos_, buf, std::min<uint64_t>(n, end_ - pos_)));
+    pos_ += got;
+    return got;
+  }
+  const std::string& path() const override { return f_->path(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> f_;
+  uint64_t pos_, end_;
+};
 
 class ByteSource {
  public:
@@ -693,8 +792,17 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
     }
     case InputFormat::kJsonlZstd:
     case InputFormat::kTextZstd: {
-      if (ranged) return absl::InvalidArgumentError(absl::StrCat(file.path, ": compressed files cannot be split"));
-      ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, env->NewSequentialFile(file.path));
+      std::unique_ptr<SequentialFile> f;
+      if (ranged) {
+        // A split of an indexed part (PlanSplits): whole frames, so whole records.
+        if (file.format != InputFormat::kJsonlZstd || split.end <= split.begin) {
+          return absl::InvalidArgumentError(absl::StrCat(file.path, ": this file cannot be split"));
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(file.path));
+        f = std::make_unique<RangeFile>(std::move(rf), split.begin, split.end);
+      } else {
+        ASSIGN_OR_RETURN(f, env->NewSequentialFile(file.path));
+      }
       src = std::make_unique<ZstdSource>(std::move(f));
       break;
     }
@@ -760,9 +868,12 @@ class ZstdRecordWriter : public RecordWriter {
     RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
     const uint64_t size = record.size() + 1;
     part_raw_ += size;
+    frame_raw_ += size;
     ++part_records_;
+    ++frame_records_;
     ++records_;
-    if (part_raw_ >= opts_.part_bytes) RETURN_IF_ERROR(EndPart());
+    if (part_raw_ >= opts_.part_bytes) return EndPart();
+    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
     return absl::OkStatus();
   }
 
@@ -786,9 +897,35 @@ class ZstdRecordWriter : public RecordWriter {
     ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_and_parameters);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, opts_.zstd_level);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    part_raw_ = 0;
-    part_records_ = 0;
+    part_raw_ = part_records_ = part_compressed_ = 0;
+    frame_raw_ = frame_records_ = frame_start_ = 0;
+    index_.clear();
     return absl::OkStatus();
+  }
+
+  // Ends the current zstd frame (the next record starts a new, independent one) and notes it in the
+  // part's frame index.
+  absl::Status EndFrame() {
+    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
+    PutLe(&index_, part_compressed_ - frame_start_, 8);
+    PutLe(&index_, frame_records_, 8);
+    frame_start_ = part_compressed_;
+    frame_raw_ = frame_records_ = 0;
+    return absl::OkStatus();
+  }
+
+  // The frame index as a skippable frame (zstd readers skip it).
+  std::string IndexFrame() const {
+    const uint64_t count = index_.size() / kIndexEntryBytes;
+    std::string content = index_;
+    PutLe(&content, count, 4);
+    const uint64_t h = Hash64(content.data(), content.size());
+    PutLe(&content, h, 8);
+    content.append(kIndexTag, 8);
+    std::string frame;
+    PutLe(&frame, kIndexFrameMagic, 4);
+    PutLe(&frame, content.size(), 4);
+    return frame + content;
   }
 
   absl::Status Compress(std::string_view data, ZSTD_EndDirective mode) {
@@ -800,13 +937,15 @@ class ZstdRecordWriter : public RecordWriter {
         return absl::InternalError(absl::StrCat(tmp_path_, ": zstd: ", ZSTD_getErrorName(r)));
       }
       if (out.pos) RETURN_IF_ERROR(file_->Append(std::string_view(out_buf_.data(), out.pos)));
+      part_compressed_ += out.pos;
       bool done = mode == ZSTD_e_end ? r == 0 : in.pos == in.size;
       if (done) return absl::OkStatus();
     }
   }
 
   absl::Status EndPart() {
-    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
+    if (frame_records_ > 0) RETURN_IF_ERROR(EndFrame());
+    RETURN_IF_ERROR(file_->Append(IndexFrame()));
     RETURN_IF_ERROR(file_->Sync());
     RETURN_IF_ERROR(file_->Close());
     uint64_t size = file_->Size();
@@ -824,7 +963,9 @@ class ZstdRecordWriter : public RecordWriter {
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
   std::vector<PartInfo> parts_;
-  uint64_t part_raw_ = 0, part_records_ = 0, records_ = 0;
+  uint64_t part_raw_ = 0, part_records_ = 0, part_compressed_ = 0, records_ = 0;
+  uint64_t frame_raw_ = 0, frame_records_ = 0, frame_start_ = 0;
+  std::string index_;  // the frame index entries of the current part
   bool finished_ = false;
 };
 

@@ -62,7 +62,8 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(env, options.model_path));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
   ThreadPool pool(run.threads);
-  ASSIGN_OR_RETURN(std::vector<InputSplit> all, PlanSplits(env, files, options.split_bytes, &pool));
+  ASSIGN_OR_RETURN(std::vector<InputSplit> all,
+                   PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
   uint64_t total = 0;
   for (const auto& s : splits) total += s.bytes;

@@ -21,9 +21,12 @@ namespace grist::tokenize {
 struct EncodeStageOptions {
   std::string model_path;
   EncodeOptions encode;
-  uint64_t split_bytes = 8ull << 20;  // input split size (unit of parallel work)
+  // The largest input split (the unit of parallel work). Smaller splits are used when the input
+  // is small: see BalancedSplitBytes (common/records.h).
+  uint64_t split_bytes = 8ull << 20;
   static absl::StatusOr<EncodeStageOptions> FromConfig(const Config& config);
 };
+
 
 struct EncodeReport {
   DocCounts counts;              // rejected: unreadable records and documents with empty text

@@ -270,6 +270,8 @@ class RawSource : public ByteSource {
   // Extends the readable range to the end of the file (a split's last line may cross its end).
   void ExtendToEof() { end_ = f_->Size(); }
   uint64_t pos() const { return pos_; }
+  // Continues reading at `p` (only before the first Read of a LineReader over this source).
+  void Seek(uint64_t p) { pos_ = p; }
 
  private:
   std::unique_ptr<RandomAccessFile> f_;
@@ -523,22 +525,39 @@ class JsonlReader : public RecordReader {
     if (raw_ == nullptr) return absl::OkStatus();
     // Lines are read whole even when they cross the split's end; Next() stops at the first line
     // that starts at or after `end`.
-    raw_->ExtendToEof();
-    if (split_.begin == 0) return absl::OkStatus();
+    if (split_.begin == 0) {
+      raw_->ExtendToEof();
+      return absl::OkStatus();
+    }
     // A byte-range split starts at the first line beginning at or after `begin`. The source is
-    // positioned at begin - 1: skip through the first newline. If that newline lies at or after
-    // `begin`, it is one more line before ours than newlines_before counts.
-    std::string_view line;
-    uint64_t raw_bytes;
-    bool over;
-    ASSIGN_OR_RETURN(bool more, lines_.Next(&line, &raw_bytes, &over));
-    (void)more;
-    if (raw_bytes > 1) ++line_no_;
-    skipped_ = raw_bytes > 0 ? raw_bytes - 1 : 0;
+    // positioned at begin - 1: find the first newline there, looking no further than the split's
+    // end (a split inside one long line holds no line start; scanning on to the line's end would
+    // make a long line cost every split it spans). If that newline lies at or after `begin`, it is
+    // one more line before ours than newlines_before counts.
+    Buffer buf(64 << 10);
+    uint64_t pos = raw_->pos();
+    while (true) {
+      ASSIGN_OR_RETURN(size_t got, raw_->Read(buf.data(), buf.size));
+      if (got == 0) {  // no line starts in this split
+        empty_ = true;
+        return absl::OkStatus();
+      }
+      const char* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', got));
+      if (nl != nullptr) {
+        pos += static_cast<uint64_t>(nl - buf.data());
+        break;
+      }
+      pos += got;
+    }
+    if (pos >= split_.begin) ++line_no_;
+    skipped_ = pos + 1 - split_.begin;
+    raw_->Seek(pos + 1);
+    raw_->ExtendToEof();
     return absl::OkStatus();
   }
 
   absl::StatusOr<bool> Next(Document* doc) override {
+    if (empty_) return false;
     while (true) {
       if (raw_ != nullptr && split_.end != UINT64_MAX) {
         // Stop once the next line would start at or after the split's end.
@@ -663,6 +682,7 @@ class JsonlReader : public RecordReader {
   uint64_t line_no_ = 0;
   uint64_t skipped_ = 0;
   uint64_t consumed_in_lines_ = 0;
+  bool empty_ = false;  // the split holds no line start
   simdjson::dom::parser parser_;
   std::string padded_, repaired_, meta_;
 };

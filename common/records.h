@@ -115,7 +115,7 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
 // on the inputs and the task count only, never on the thread count, so every task of an array plans
 // the same splits. Split sizes never change a stage's output, which is emitted in input order.
 inline constexpr uint64_t kSplitsPerTask = 256;
-inline constexpr uint64_t kMinBalancedSplitBytes = 256ull << 10;
+inline constexpr uint64_t kMinBalancedSplitBytes = 64ull << 10;
 uint64_t BalancedSplitBytes(const std::vector<InputFile>& files, uint64_t max_split_bytes, int tasks);
 // The splits task `task` of `tasks` processes: a contiguous run balanced by bytes. Deterministic.
 std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks);

@@ -177,14 +177,14 @@ BenchRunner Setup(CLI::App* app) {
     report.AddFigure(wall);
 
     std::string table =
-        "per stage (medians, from the build report): stage | seconds | input MB/s | share of the "
-        "build";
+        "Per stage (medians of the measured runs, from the build report):\n\n"
+        "| stage | seconds | input MB/s | share of the build |\n|---|---|---|---|\n";
     const double total = Stats::Of(build_s).median;
     for (const std::string& name : stage_order) {
       const double secs = Stats::Of(stage_s[name]).median;
-      absl::StrAppend(&table, "; ", name, " | ", absl::StrFormat("%.2f", secs), " | ",
+      absl::StrAppend(&table, "| ", name, " | ", absl::StrFormat("%.2f", secs), " | ",
                       absl::StrFormat("%.1f", Stats::Of(stage_mbs[name]).median), " | ",
-                      absl::StrFormat("%.0f%%", total > 0 ? 100 * secs / total : 0.0));
+                      absl::StrFormat("%.0f%%", total > 0 ? 100 * secs / total : 0.0), " |\n");
     }
     report.AddNote(table);
     report.AddNote(absl::StrFormat("input: %.1f MB (the first stage's bytes in); release %s",

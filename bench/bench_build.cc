@@ -3,7 +3,8 @@
 // in input MB per second, with each stage's time and throughput from the build report.
 //
 // Peers, measured in the same run on the same inputs:
-//   - the clean stage alone (clean::RunClean with the config's [clean] options) (a ceiling: clean is the build's first
+//   - the clean stage alone (clean::RunClean with the config's [clean] options) (a ceiling: clean
+//   is the build's first
 //     stage and reads every input byte, so the build cannot be faster than it);
 //   - the sum of the stage times the build itself reports (the build's wall time minus this is
 //     what is outside the stages: input hashing, the work folder, the manifest).
@@ -22,9 +23,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/corpus_sample.h"
-#include "clean/run_clean.h"
 #include "bench/harness.h"
 #include "bench/registry.h"
+#include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/status_macros.h"
@@ -83,8 +84,8 @@ BenchRunner Setup(CLI::App* app) {
         ASSIGN_OR_RETURN(std::string in, DefaultCorpus());
         f->inputs = {in};
       }
-      ASSIGN_OR_RETURN(CorpusSample s, WriteCorpusSample(f->inputs, JoinPath(f->work, "docs.jsonl"),
-                                                         f->max_bytes));
+      ASSIGN_OR_RETURN(CorpusSample s,
+                       WriteCorpusSample(f->inputs, JoinPath(f->work, "docs.jsonl"), f->max_bytes));
       const int vocab = o.quick ? 2048 : 8192;
       f->config = JoinPath(f->work, "bench.toml");
       RETURN_IF_ERROR(WriteFileAtomic(env, f->config, BenchConfig(s.path, vocab)));
@@ -162,7 +163,8 @@ BenchRunner Setup(CLI::App* app) {
     (void)env->RemoveAll(out + ".work");
 
     Figure e2e{"build end to end", "MB/s", Stats::Of(build_mbs)};
-    e2e.peer_name = "the clean stage alone on the same inputs, same options (ceiling: the build's first stage)";
+    e2e.peer_name =
+        "the clean stage alone on the same inputs, same options (ceiling: the build's first stage)";
     if (!clean_mbs.empty() && clean_mbs.size() == build_mbs.size()) {
       e2e.peer = Stats::Of(clean_mbs);
     } else {

@@ -1,7 +1,8 @@
 // `grist bench pack`: throughput of the pack stage (grist's Packer, concat and bestfit) over real
 // tokenized documents held in memory, in input tokens per second and samples per second, beside
 // peers measured in the same run on the same tokens:
-//   - a plain memcpy of the same token bytes into one buffer (the ceiling: packing moves every token
+//   - a plain memcpy of the same token bytes into one buffer (the ceiling: packing moves every
+//   token
 //     at least once);
 //   - numpy's concatenate-and-chunk (np.concatenate of the documents, padded and reshaped into
 //     samples) via /usr/bin/python3, for concat, when numpy is installed.
@@ -76,18 +77,13 @@ absl::StatusOr<std::string> EncodeSample(PackBenchFlags& f, std::string* what) {
   ASSIGN_OR_RETURN(CorpusSample s,
                    WriteCorpusSample(f.inputs, JoinPath(f.work, "docs.jsonl"), f.max_bytes));
   if (f.model.empty()) {
-    f.model = FirstExistingPath(
-        {"../shared/corpus/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1"});
+    f.model =
+        FirstExistingPath({"../shared/corpus/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1"});
   }
   std::string model_note = f.model;
   if (f.model.empty()) {
-    tokenize::TrainOptions t;
-    t.vocab_size = 4096;
-    t.input_sentence_size = 200000;
-    t.seed = 1;
-    t.pad_id = 3;
     f.model = JoinPath(f.work, "bench.model");
-    RETURN_IF_ERROR(tokenize::TrainTokenizer(env, {s.path}, f.model, t).status());
+    RETURN_IF_ERROR(TrainBenchTokenizer(s.path, f.model, 4096));
     model_note = "a BPE 4096 tokenizer trained on the sample";
   }
   tokenize::EncodeStageOptions eo;
@@ -98,9 +94,9 @@ absl::StatusOr<std::string> EncodeSample(PackBenchFlags& f, std::string* what) {
   const std::string dir = JoinPath(f.work, "tokens");
   RETURN_IF_ERROR(env->RemoveAll(dir));
   RETURN_IF_ERROR(tokenize::RunEncode(env, {s.path}, dir, eo, run).status());
-  *what = absl::StrFormat("%s: %llu documents, %.1f MB of text, encoded with %s",
-                          absl::StrJoin(f.inputs, " "), s.documents, s.text_bytes / 1e6,
-                          model_note);
+  *what =
+      absl::StrFormat("%s: %llu documents, %.1f MB of text, encoded with %s",
+                      absl::StrJoin(f.inputs, " "), s.documents, s.text_bytes / 1e6, model_note);
   return dir;
 }
 
@@ -114,8 +110,9 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--model", f->model,
                   "SentencePiece model for --input (default: the shared Mistral 32k model, else "
                   "train a small one)");
-  app->add_option("--max-bytes", f->max_bytes, "Text bytes of --input to encode (default 32 MiB; "
-                                                "--quick: 2 MiB)");
+  app->add_option("--max-bytes", f->max_bytes,
+                  "Text bytes of --input to encode (default 32 MiB; "
+                  "--quick: 2 MiB)");
   app->add_option("--seq-len", f->seq_len, "Sample length (default 2048, as configs/v1.0.toml)");
   app->add_option("--window", f->window, "bestfit window in tokens (default 16 Mi, as v1.0)");
   app->add_option("--work", f->work, "Scratch folder (default $TMPDIR/grist-bench-pack)");
@@ -153,8 +150,8 @@ BenchRunner Setup(CLI::App* app) {
     const size_t st = static_cast<size_t>(f->seq_len + 1);
     std::vector<int32_t> out(std::max<size_t>(tokens, st) + st);
     pack::PackStats stream_concat, stream_bestfit;  // of a measured run (all passes)
-    auto run_pack = [&](const std::string& strategy, uint64_t n, pack::PackStats* stats_out)
-        -> absl::StatusOr<double> {
+    auto run_pack = [&](const std::string& strategy, uint64_t n,
+                        pack::PackStats* stats_out) -> absl::StatusOr<double> {
       pack::PackOptions po;
       po.seq_len = f->seq_len;
       po.strategy = strategy;
@@ -218,11 +215,13 @@ BenchRunner Setup(CLI::App* app) {
       for (const auto& d : docs) lengths.push_back(static_cast<int64_t>(d.size()));
       (void)run_memcpy(1);
       std::string a(reinterpret_cast<const char*>(out.data()), tokens * sizeof(int32_t));
-      std::string b(reinterpret_cast<const char*>(lengths.data()), lengths.size() * sizeof(int64_t));
+      std::string b(reinterpret_cast<const char*>(lengths.data()),
+                    lengths.size() * sizeof(int64_t));
       RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), flat, a));
       RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), lens, b));
       const std::string script = JoinPath(f->work, "numpy_pack.py");
-      RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), script,
+      RETURN_IF_ERROR(WriteFileAtomic(
+          Env::Default(), script,
           "import sys, time\n"
           "import numpy as np\n"
           "flat = np.fromfile(sys.argv[1], dtype=np.int32)\n"
@@ -244,7 +243,7 @@ BenchRunner Setup(CLI::App* app) {
       py = FindPython(f->python, "numpy");
       auto r = RunCommand(absl::StrCat(py, " ", script, " ", flat, " ", lens, " ", f->seq_len + 1,
                                        " ", o.warmup, " ", o.repetitions, " ", passes),
-                           /*merge_stderr=*/true);
+                          /*merge_stderr=*/true);
       std::vector<double> secs;
       if (r.ok() && r->exit_code == 0) {
         for (absl::string_view t : absl::StrSplit(r->output, ' ', absl::SkipWhitespace())) {
@@ -254,8 +253,9 @@ BenchRunner Setup(CLI::App* app) {
       if (secs.size() == static_cast<size_t>(o.repetitions)) {
         numpy_s = per_s(secs, mtok);
       } else {
-        numpy_note = absl::StrCat("numpy peer unavailable (", py, "): ",
-                                  r.ok() ? r->output.substr(0, 200) : std::string(r.status().message()));
+        numpy_note = absl::StrCat(
+            "numpy peer unavailable (", py,
+            "): ", r.ok() ? r->output.substr(0, 200) : std::string(r.status().message()));
       }
       (void)Env::Default()->RemoveFile(flat);
       (void)Env::Default()->RemoveFile(lens);
@@ -297,7 +297,8 @@ BenchRunner Setup(CLI::App* app) {
     pack::PackStats last_concat, last_bestfit;
     RETURN_IF_ERROR(run_pack("concat", 1, &last_concat).status());
     RETURN_IF_ERROR(run_pack("bestfit", 1, &last_bestfit).status());
-    for (const auto& [name, s] : {std::pair{"concat", &last_concat}, std::pair{"bestfit", &last_bestfit}}) {
+    for (const auto& [name, s] :
+         {std::pair{"concat", &last_concat}, std::pair{"bestfit", &last_bestfit}}) {
       report.AddNote(absl::StrFormat(
           "%s: %llu samples of %lld tokens, padding %.2f%% (%llu tokens), %llu documents split "
           "across samples, %llu truncated, %llu empty",
@@ -309,9 +310,10 @@ BenchRunner Setup(CLI::App* app) {
         "bestfit's window holds min(window, stream) = %.1f M tokens, as in a release build of "
         "that size; the memcpy ceiling reads %.1f MB per pass (cache-resident when small)",
         passes, mtok, std::min<double>(f->window, tokens * passes) / 1e6, tokens * 4 / 1e6));
-    report.AddNote("ours: grist's Packer (pack/pack.h) over documents in memory, writing every "
-                   "sample's tokens to one reused buffer; shard writing is not included "
-                   "(bench build times the whole stage)");
+    report.AddNote(
+        "ours: grist's Packer (pack/pack.h) over documents in memory, writing every "
+        "sample's tokens to one reused buffer; shard writing is not included "
+        "(bench build times the whole stage)");
     return report.Finish();
   };
 }

@@ -6,6 +6,7 @@
 #include "common/json_writer.h"
 #include "common/records.h"
 #include "common/status_macros.h"
+#include "tokenize/tokenizer.h"
 
 namespace grist::bench {
 
@@ -52,6 +53,16 @@ absl::StatusOr<CorpusSample> WriteCorpusSample(const std::vector<std::string>& i
   s.file_bytes = out.size();
   RETURN_IF_ERROR(WriteFileAtomic(env, path, out));
   return s;
+}
+
+absl::Status TrainBenchTokenizer(const std::string& jsonl, const std::string& model_path,
+                                 int vocab_size) {
+  tokenize::TrainOptions t;
+  t.vocab_size = vocab_size;
+  t.input_sentence_size = 200000;
+  t.seed = 1;
+  t.pad_id = 3;
+  return tokenize::TrainTokenizer(Env::Default(), {jsonl}, model_path, t).status();
 }
 
 absl::StatusOr<std::string> ScratchDir(const std::string& given, const std::string& name) {

@@ -20,10 +20,10 @@ std::string FirstExistingPath(const std::vector<std::string>& candidates);
 absl::StatusOr<std::string> DefaultCorpus();
 
 struct CorpusSample {
-  std::string path;        // the JSON Lines file written
+  std::string path;  // the JSON Lines file written
   uint64_t documents = 0;
-  uint64_t text_bytes = 0; // bytes of document text
-  uint64_t file_bytes = 0; // bytes of the JSONL file
+  uint64_t text_bytes = 0;  // bytes of document text
+  uint64_t file_bytes = 0;  // bytes of the JSONL file
 };
 
 // Writes the readable, non-empty documents of `inputs` (files or folders, any format
@@ -31,6 +31,11 @@ struct CorpusSample {
 // text are written.
 absl::StatusOr<CorpusSample> WriteCorpusSample(const std::vector<std::string>& inputs,
                                                const std::string& path, uint64_t max_bytes);
+
+// Trains a BPE tokenizer of `vocab_size` pieces on `jsonl` (seed 1, the first 200,000 sentences
+// sampled) into `model_path`: the model a bench uses when the shared corpus's is absent.
+absl::Status TrainBenchTokenizer(const std::string& jsonl, const std::string& model_path,
+                                 int vocab_size);
 
 // A scratch folder: `given`, else $TMPDIR (or /tmp)/grist-bench-<name>; created.
 absl::StatusOr<std::string> ScratchDir(const std::string& given, const std::string& name);

@@ -51,9 +51,10 @@ class PipelineBenchTest : public ::testing::Test {
   // 300 documents of sentences that pass the default clean filters, every 10th an exact copy of an
   // earlier one (for dedup), every 25th too short (for clean).
   void SetUp() override {
-    static const char* kWords[] = {"the", "data", "pipeline", "token", "shard", "release", "loader",
-                                   "train", "model", "batch", "seed", "merge", "to", "of",
-                                   "and", "with", "that", "have", "be", "cluster"};
+    static const char* kWords[] = {"the",     "data",   "pipeline", "token", "shard",
+                                   "release", "loader", "train",    "model", "batch",
+                                   "seed",    "merge",  "to",       "of",    "and",
+                                   "with",    "that",   "have",     "be",    "cluster"};
     Rng rng(11);
     std::vector<std::string> docs;
     std::string jsonl;
@@ -108,9 +109,9 @@ TEST_F(PipelineBenchTest, PackReportsBothStrategiesAgainstMemcpyWithExactConcatA
                    " --seq-len 64 --window 65536 --repetitions 1 --warmup 0 --work " +
                    tmp_.Join("w") + " --output " + tmp_.Join("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* row : {"| concat throughput | ", "| concat throughput vs memcpy | ",
-                          "| bestfit throughput vs memcpy | ", "| concat samples/s | ",
-                          "| bestfit samples/s | "}) {
+  for (const char* row :
+       {"| concat throughput | ", "| concat throughput vs memcpy | ",
+        "| bestfit throughput vs memcpy | ", "| concat samples/s | ", "| bestfit samples/s | "}) {
     EXPECT_THAT(r.output, HasSubstr(row));
   }
   EXPECT_THAT(r.output, HasSubstr("| memcpy of the same tokens (ceiling) | "));
@@ -119,7 +120,8 @@ TEST_F(PipelineBenchTest, PackReportsBothStrategiesAgainstMemcpyWithExactConcatA
   const long long tokens = std::atoll(After(r.output, "- input tokens: ").c_str());
   ASSERT_GT(tokens, 1000);
   const long long samples = (tokens + 64) / 65;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("concat: ", samples, " samples of 65 tokens, padding ")));
+  EXPECT_THAT(r.output,
+              HasSubstr(absl::StrCat("concat: ", samples, " samples of 65 tokens, padding ")));
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("(", samples * 65 - tokens, " tokens)")));
   EXPECT_THAT(After(r.output, "bestfit: "), HasSubstr(" 0 truncated, 0 empty"));
   // passes: the measured stream holds at least 32 Mi tokens.
@@ -131,12 +133,15 @@ TEST_F(PipelineBenchTest, PackReportsBothStrategiesAgainstMemcpyWithExactConcatA
 
 TEST_F(PipelineBenchTest, BuildBenchBuildsTheSameReleaseAndTimesEveryStage) {
   const std::string config = Config(true);
-  CliRun b = Grist("build --quiet --threads 2 --config " + config + " --output " + tmp_.Join("rel"));
+  CliRun b =
+      Grist("build --quiet --threads 2 --config " + config + " --output " + tmp_.Join("rel"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const std::string id = After(b.output, "release ").substr(0, 32);
   ASSERT_EQ(id.size(), 32u) << b.output;
-  CliRun r = Grist("bench build --config " + config + " --threads 2 --repetitions 1 --warmup 0 "
-                   "--work " + tmp_.Join("w") + " --output " + tmp_.Join("out"));
+  CliRun r = Grist("bench build --config " + config +
+                   " --threads 2 --repetitions 1 --warmup 0 "
+                   "--work " +
+                   tmp_.Join("w") + " --output " + tmp_.Join("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("| build end to end | "));
   EXPECT_THAT(r.output, HasSubstr("| the clean stage alone on the same inputs, same options "

@@ -179,8 +179,9 @@ BenchRunner Setup(CLI::App* app) {
     report.AddFigure(wall);
 
     std::string table =
-        "Per stage (medians of the measured runs, from the build report):\n\n"
-        "| stage | seconds | input MB/s | share of the build |\n|---|---|---|---|\n";
+        absl::StrCat("Per stage at ", threads,
+                     " threads (medians of the measured runs, from the build report):\n\n"
+                     "| stage | seconds | input MB/s | share of the build |\n|---|---|---|---|\n");
     const double total = Stats::Of(build_s).median;
     for (const std::string& name : stage_order) {
       const double secs = Stats::Of(stage_s[name]).median;
@@ -196,7 +197,8 @@ BenchRunner Setup(CLI::App* app) {
 }
 
 GRIST_REGISTER_BENCH(build, "build",
-                     "grist build end to end (MB/s, per-stage time) vs grist clean alone", Setup);
+                     "grist build end to end (MB/s, per-stage time) vs the clean stage alone",
+                     Setup);
 
 }  // namespace
 }  // namespace grist::bench

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/corpus_sample.h"
 #include "bench/harness.h"
 #include "bench/registry.h"
 #include "common/env.h"
@@ -103,17 +104,25 @@ absl::Status SplitText(const std::string& work, int parts, uint64_t bytes) {
 BenchRunner Setup(CLI::App* app) {
   auto f = std::make_shared<Flags>();
   AddBenchFlags(app, &f->options);
-  app->add_option("--input", f->inputs, "Corpus files or folders (default ../shared/corpus/wikinews-en)");
+  app->add_option("--input", f->inputs,
+                  "Corpus files or folders (default ../shared/corpus/wikinews-en, else .demo/corpus)");
   app->add_option("--model", f->model,
-                  "SentencePiece model (default ../shared/corpus/tokenizers/mistral-v1-spm-32k)");
+                  "SentencePiece model (default ../shared/corpus/tokenizers/mistral-v1-spm-32k, else "
+                  "a BPE model trained on the text first)");
   app->add_option("--threads", f->threads, "grist encode threads (0 = all CPUs)");
   app->add_option("--max-bytes", f->max_bytes, "Text bytes to encode (default 32 MiB)");
   app->add_option("--work", f->work, "Scratch folder (default $TMPDIR/grist-bench-tokenize)");
   return [f]() -> absl::Status {
     Env* env = Env::Default();
-    if (f->inputs.empty()) f->inputs = {"../shared/corpus/wikinews-en"};
+    if (f->inputs.empty()) {  // the shared corpus, else the demo corpus
+      ASSIGN_OR_RETURN(std::string in, DefaultCorpus());
+      f->inputs = {in};
+    }
+    bool train_model = false;
     if (f->model.empty()) {
-      f->model = "../shared/corpus/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1";
+      f->model = FirstExistingPath(
+          {"../shared/corpus/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1"});
+      train_model = f->model.empty();  // no shared model: train one on the text below
     }
     if (f->work.empty()) {
       const char* t = std::getenv("TMPDIR");
@@ -123,6 +132,11 @@ BenchRunner Setup(CLI::App* app) {
     // --quick (grist bench all): 2 MiB of text unless --max-bytes says otherwise.
     if (f->options.quick && f->max_bytes == (32ull << 20)) f->max_bytes = 2ull << 20;
     ASSIGN_OR_RETURN(auto prepared, Prepare(*f));
+    if (train_model) {
+      f->model = JoinPath(f->work, "bench.model");
+      RETURN_IF_ERROR(TrainBenchTokenizer(JoinPath(f->work, "docs.jsonl"), f->model,
+                                          f->options.quick ? 4096 : 8192));
+    }
     const double mb = prepared.first / 1e6;
     int threads = f->threads > 0 ? f->threads : ThreadPool(0).size();
 

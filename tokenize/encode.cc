@@ -40,7 +40,7 @@ absl::StatusOr<EncodeStageOptions> EncodeStageOptions::FromConfig(const Config& 
   return o;
 }
 
-std::string EncodeReport::ToJson() const {
+std::string EncodeReport::ToJson(bool with_seconds) const {
   JsonWriter w(0);
   w.BeginObject();
   w.Field("docs_in", counts.docs_in).Field("docs_out", counts.docs_out);
@@ -48,6 +48,7 @@ std::string EncodeReport::ToJson() const {
   w.Field("bytes_in", counts.bytes_in).Field("tokens", tokens);
   w.Field("rejected_malformed", rejected_malformed).Field("rejected_empty", rejected_empty);
   w.Field("max_document_tokens", max_document_tokens);
+  if (with_seconds) w.Field("seconds", seconds);
   w.EndObject();
   return w.Take();
 }
@@ -132,7 +133,7 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
     return absl::InternalError("tokenize: document accounting does not balance");
   }
   rep.seconds = sw.Seconds();
-  RETURN_IF_ERROR(WriteFileAtomic(env, prefix + ".json", rep.ToJson() + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomic(env, prefix + ".json", rep.ToJson(/*with_seconds=*/true) + "\n"));
   return rep;
 }
 

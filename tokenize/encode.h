@@ -36,7 +36,9 @@ struct EncodeReport {
   uint64_t max_document_tokens = 0;
   double seconds = 0;
   std::string output_prefix;
-  std::string ToJson() const;
+  // The counts as JSON (reproducible: what the manifest records); with_seconds adds the run time
+  // (the per-task file tokens-I-of-N.json, from which a merge learns the slowest task).
+  std::string ToJson(bool with_seconds = false) const;
 };
 
 absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,

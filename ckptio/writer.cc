@@ -827,6 +827,10 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
 
 absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Create(const WriterOptions& options) {
   if (options.checksum_block == 0) return absl::InvalidArgumentError("checksum block size must be > 0");
+  if (options.copy_threads < 0 || options.copy_threads > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy threads ", options.copy_threads, " not in [0, 256] (0: default)"));
+  }
   return std::unique_ptr<FileWriter>(new FileWriterImpl(options));
 }
 

@@ -60,6 +60,14 @@ GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block
 
 GRIST_CAPI void grist_ckpt_writer_free(void* w) { delete static_cast<ck::FileWriter*>(w); }
 
+// The writer's default copy thread count, and a parallel memcpy with a given count: the peer that
+// measures the snapshot floor (scripts/gpu/ckpt_host_blocked.py).
+GRIST_CAPI int grist_ckpt_default_copy_threads(void) { return ck::DefaultCopyThreads(); }
+
+GRIST_CAPI void grist_ckpt_memcpy(uint64_t dst, uint64_t src, uint64_t n, int threads) {
+  ck::CopyBytes(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, threads);
+}
+
 GRIST_CAPI int grist_ckpt_cuda_available(void) { return ck::CudaAvailable() ? 1 : 0; }
 
 GRIST_CAPI int grist_ckpt_prepare_dir(const char* dir) {

@@ -54,6 +54,9 @@ lib.grist_ckpt_writer_new.argtypes = [_c.c_int, _c.c_int, _c.c_uint64, _c.c_int,
 lib.grist_ckpt_writer_free.argtypes = [_P]
 lib.grist_ckpt_writer_free.restype = None
 lib.grist_ckpt_cuda_available.argtypes = []
+lib.grist_ckpt_default_copy_threads.argtypes = []
+lib.grist_ckpt_memcpy.argtypes = [_c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int]
+lib.grist_ckpt_memcpy.restype = None
 lib.grist_ckpt_prepare_dir.argtypes = [_S]
 lib.grist_ckpt_begin.argtypes = [_P, _S, _c.c_int, _c.POINTER(_S), _c.POINTER(_c.c_int),
                                  _c.POINTER(_c.c_int), _c.POINTER(_c.c_int64), _c.c_int,

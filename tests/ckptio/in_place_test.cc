@@ -39,8 +39,8 @@ class PlacedTensors {
       file_off += ts[i].bytes.size();
     }
     size_ = std::max<uint64_t>(4096, (cursor + 4095) / 4096 * 4096);
-    base_ = static_cast<char*>(::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    base_ = static_cast<char*>(
+        ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     for (size_t i = 0; i < ts.size(); ++i) {
       std::memcpy(base_ + at[i], ts[i].bytes.data(), ts[i].bytes.size());
       refs_.push_back({ts[i].spec, base_ + at[i]});
@@ -184,10 +184,10 @@ TEST(InPlace, BytesOnDiskEqualTheStagedPath) {
     uint64_t block;
     uint64_t min;
   };
-  for (const Setting& st : {Setting{IoMode::kDirect, 16, 4ull << 20, 4096},
-                            Setting{IoMode::kDirect, 1, 8192, 4096},
-                            Setting{IoMode::kDirect, 4, 64 << 10, 256 << 10},
-                            Setting{IoMode::kBuffered, 4, 64 << 10, 4096}}) {
+  for (const Setting& st :
+       {Setting{IoMode::kDirect, 16, 4ull << 20, 4096}, Setting{IoMode::kDirect, 1, 8192, 4096},
+        Setting{IoMode::kDirect, 4, 64 << 10, 256 << 10},
+        Setting{IoMode::kBuffered, 4, 64 << 10, 4096}}) {
     for (const Layout& l : Layouts()) {
       SCOPED_TRACE(absl::StrCat("qd ", st.qd, " block ", st.block, " min ", st.min,
                                 st.mode == IoMode::kDirect ? " direct" : " buffered"));
@@ -211,7 +211,8 @@ TEST(InPlace, BytesOnDiskEqualTheStagedPath) {
       }
     }
   }
-  if (mem_align == 0) GTEST_SKIP() << "O_DIRECT not supported here: only the buffered in-place path ran";
+  if (mem_align == 0)
+    GTEST_SKIP() << "O_DIRECT not supported here: only the buffered in-place path ran";
 }
 
 TEST(InPlace, ThroughAnEnvTheBytesAreTheSame) {
@@ -260,7 +261,8 @@ TEST(InPlace, WriteAndFsyncFailuresAreReportedAndTheFileRemoved) {
     auto p = (*w)->SaveInPlace(tmp.Join("f.safetensors"), placed.refs(), {});
     ASSERT_TRUE(p.ok());
     auto r = (*p)->Wait();
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << "write " << at << ": " << r.status();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted)
+        << "write " << at << ": " << r.status();
     EXPECT_FALSE(Env::Default()->FileExists(tmp.Join("f.safetensors")));
   }
   WriterOptions o;
@@ -322,7 +324,8 @@ TEST(CopyPool, CopiesEverythingAndReportsTheContiguousPrefixInOrder) {
         pieces.push_back({dst.data() + off, src.bytes.data() + off, len, off + len});
         off += len;
       }
-      pieces.push_back({dst.data() + off, src.bytes.data() + off, src.bytes.size() - off, src.bytes.size()});
+      pieces.push_back(
+          {dst.data() + off, src.bytes.data() + off, src.bytes.size() - off, src.bytes.size()});
       std::mutex mu;
       std::vector<uint64_t> marks;
       pool.Copy(pieces, 64 << 10, [&](uint64_t upto) {
@@ -371,7 +374,8 @@ TEST(CopyPool, CopyInWithManySmallTensorsRoundTrips) {
   ASSERT_TRUE((*p)->Wait().ok());
   auto f = ReadCheckpointFile(tmp.Join("many.safetensors"), {});
   ASSERT_TRUE(f.ok()) << f.status();
-  for (size_t i = 0; i < ts.size(); ++i) EXPECT_TRUE((*f)->Bytes((*f)->tensors()[i]) == ts[i].bytes);
+  for (size_t i = 0; i < ts.size(); ++i)
+    EXPECT_TRUE((*f)->Bytes((*f)->tensors()[i]) == ts[i].bytes);
 }
 
 }  // namespace

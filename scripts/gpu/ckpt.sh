@@ -17,7 +17,7 @@ df -hT "$DIR" | tail -1
 echo "== GPU tensors: grist.ckpt vs torch.save/torch.load (${GIB} GiB)"
 PYTHONPATH="$BUILD/python" "$PY" scripts/gpu/ckpt_gpu.py --dir "$DIR" --gib "$GIB"
 echo "== host path: caller blocked with blocking=False, 4 GiB (C++ writer; target <= 1.2x memcpy)"
-"$BUILD/grist" bench ckpt --dir "$DIR" --size 4G --async --no-peers --repetitions 5 | grep -E "^\| (figure|---|caller blocked|checkpoint write in place)|copy threads"
+"$BUILD/grist" bench ckpt --dir "$DIR" --size 4G --async --no-peers --repetitions 5 | grep -E "^\|( figure|---| caller blocked| checkpoint write in place)|copy threads"
 echo "== host path: the same through Python, grist.ckpt.save(blocking=False) vs memcpy (4 GiB)"
 PYTHONPATH="$BUILD/python" "$PY" scripts/gpu/ckpt_host_blocked.py --dir "$DIR" --gib 4 --reps 5
 echo "== host path: grist bench ckpt (${GIB} GiB, async)"

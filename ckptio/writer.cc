@@ -860,4 +860,11 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriter::Save(const std::string&
   return pending;
 }
 
+absl::StatusOr<FileResult> FileWriter::Write(const std::string& path,
+                                             const std::vector<HostTensor>& tensors,
+                                             Metadata metadata) {
+  ASSIGN_OR_RETURN(auto pending, SaveInPlace(path, tensors, std::move(metadata)));
+  return pending->Wait();
+}
+
 }  // namespace grist::ckptio

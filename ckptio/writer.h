@@ -8,6 +8,9 @@
 //   ... the caller may now modify its tensors ...
 //   ASSIGN_OR_RETURN(FileResult r, pending->Wait());                          // durable
 //
+// Synchronously, without a snapshot (tensors written from their own memory where aligned):
+//   ASSIGN_OR_RETURN(FileResult r, writer->Write(path, tensors, metadata));
+//
 // Or piece by piece (the GPU path: device-to-host copies land in the arena while earlier pieces
 // are already being written):
 //   ASSIGN_OR_RETURN(auto pending, writer->Begin(path, specs, metadata));
@@ -161,6 +164,10 @@ class FileWriter {
   // returns once the small staged parts are copied and the file is committed.
   virtual absl::StatusOr<std::unique_ptr<PendingFile>> SaveInPlace(
       const std::string& path, const std::vector<HostTensor>& tensors, Metadata metadata) = 0;
+  // The synchronous save: SaveInPlace() then Wait(); returns once the file is durable (nothing
+  // can modify the tensors meanwhile, so no snapshot is taken).
+  absl::StatusOr<FileResult> Write(const std::string& path, const std::vector<HostTensor>& tensors,
+                                   Metadata metadata);
   // The copy pool's thread count (options().copy_threads resolved).
   virtual int copy_threads() const = 0;
   // Arena bytes currently held (the largest file image so far).

@@ -298,6 +298,24 @@ TEST(InPlace, FaultInjectionEnvFailuresLeaveNoFile) {
   EXPECT_EQ((*q)->Wait().status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST(InPlace, WriteIsTheSynchronousInPlaceSave) {
+  grist::testing::TempDir tmp;
+  auto w = FileWriter::Create({});
+  ASSERT_TRUE(w.ok());
+  const Layout l = Layouts()[0];
+  PlacedTensors placed(l.tensors, l.shifts, 0);
+  auto r = (*w)->Write(tmp.Join("w.safetensors"), placed.refs(), {{"k", "v"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto s = (*w)->Save(tmp.Join("s.safetensors"), placed.refs(), {{"k", "v"}});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Wait().ok());
+  EXPECT_TRUE(Slurp(Env::Default(), tmp.Join("w.safetensors")) ==
+              Slurp(Env::Default(), tmp.Join("s.safetensors")));
+  if (r->direct) {
+    EXPECT_GT(r->in_place_bytes, 0u);
+  }
+}
+
 TEST(InPlace, MissingDataIsAnError) {
   grist::testing::TempDir tmp;
   auto w = FileWriter::Create({});

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ckptio figures on the GPU machine (H200): GPU tensors of several GB saved and loaded through
+# ckptio figures on the GPU machine (H200): the host-path caller-blocked time (C++ bench and
+# grist.ckpt.save(blocking=False), each against a memcpy with the writer's copy thread count, plus
+# in place vs staged), GPU tensors of several GB saved and loaded through
 # grist.ckpt beside torch.save/torch.load and the bare D2H copy, then `grist bench ckpt` (host
 # path: fio ceiling when installed, buffered write+fsync, torch.save; write amplification; blocked
 # time with --async). Run from the repository root with the build carried in build/.

@@ -130,7 +130,7 @@ struct RunResult {
 // One checkpoint save of every file (one FileWriter per file, `threads` at a time), published.
 absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
                                    std::vector<std::unique_ptr<ck::FileWriter>>& writers,
-                                   const ck::WriteAmpMeter* meter_proto, int run) {
+                                   const ck::WriteAmpMeter* meter_proto, int run, bool in_place) {
   Env* env = Env::Default();
   const std::string dir = JoinPath(f.dir, absl::StrCat("grist-bench-ckpt-", ::getpid(), "-", run));
   (void)env->RemoveAll(dir);
@@ -147,7 +147,9 @@ absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
   // Snapshot phase: each thread takes files in turn and returns once its snapshot is in staging.
   auto snapshot = [&](int t) {
     for (int i = t; i < files; i += f.threads) {
-      auto p = writers[i]->Save(JoinPath(dir, ck::RankFileName(i)), st.files[i], {});
+      const std::string path = JoinPath(dir, ck::RankFileName(i));
+      auto p = in_place ? writers[i]->SaveInPlace(path, st.files[i], {})
+                        : writers[i]->Save(path, st.files[i], {});
       if (!p.ok()) {
         errors[i] = p.status();
         continue;
@@ -186,7 +188,10 @@ absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
   return rr;
 }
 
-absl::StatusOr<double> BufferedPeer(const CkptFlags& f, const HostState& st, uint64_t bs) {
+// What a user writes without grist: one write() loop over the (warm) tensors in `chunk`-byte calls,
+// then fsync. GB/s to durable.
+absl::StatusOr<double> BufferedPeer(const CkptFlags& f, const HostState& st, uint64_t chunk) {
+  const uint64_t bs = chunk;
   const std::string path = JoinPath(f.dir, absl::StrCat("grist-bench-buffered-", ::getpid()));
   Stopwatch clock;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -269,11 +274,15 @@ absl::StatusOr<std::vector<double>> TorchPeer(const CkptFlags& f, uint64_t size)
   return v;
 }
 
-absl::StatusOr<double> MemcpyPeer(const HostState& st, char* dst) {
+// The snapshot floor: a parallel memcpy of the same bytes with the writer's copy thread count.
+double MemcpyPeer(const HostState& st, char* dst, int threads) {
   Stopwatch clock;
-  ck::CopyBytes(dst, st.base, st.bytes, std::min(4, std::max(1, static_cast<int>(std::thread::hardware_concurrency()))));
+  ck::CopyBytes(dst, st.base, st.bytes, threads);
   return clock.Seconds();
 }
+
+// The buffered peer's write() size: what a user would pick (4-16 MiB), whatever grist's block is.
+uint64_t BufferedChunk(uint64_t block) { return std::clamp<uint64_t>(block, 4ull << 20, 16ull << 20); }
 
 std::vector<std::unique_ptr<ck::FileWriter>> MakeWriters(const CkptFlags& f, int qd, uint64_t bs,
                                                          bool direct) {
@@ -325,59 +334,104 @@ absl::Status Run(CkptFlags f) {
   report.SetParam("async", f.async ? "yes" : "no");
   report.SetParam("copy/write overlap", absl::StrCat(f.overlap, " (", std::thread::hardware_concurrency(), " CPUs)"));
 
-  // The figures at one setting; peers at the same setting, measured in the same run.
-  auto measure = [&](int qd, uint64_t block, bool direct, bool with_torch)
+  // The figures at one setting; peers at the same setting, measured in the same run, interleaved
+  // repetition by repetition with grist's own runs (this VM's disk drifts over minutes).
+  // `full` adds the in-place path and torch.save (left out of sweeps to keep them short).
+  auto measure = [&](int qd, uint64_t block, bool direct, bool full)
       -> absl::StatusOr<std::vector<Figure>> {
     std::vector<Figure> figs;
     auto writers = MakeWriters(f, qd, block, direct);
-    std::vector<double> gbps, blocked, dev_wa, proc_wa;
+    const int copy_threads = writers[0]->copy_threads();
+    report.SetParam("copy threads", absl::StrCat(copy_threads, " (writer and memcpy peer)"));
+    report.SetParam("buffered peer", absl::StrCat("write() of ", Human(BufferedChunk(block)),
+                                                  " then fsync"));
+    std::vector<double> gbps, blocked, dev_wa, proc_wa, ip_gbps, ip_blocked, buf_gbps, fio_gbps, mc_s;
     std::vector<std::string> notes;
-    static int run = 0;
-    for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
-      ASSIGN_OR_RETURN(RunResult rr, SaveOnce(f, st, writers, &meter, run++));
-      if (r < f.options.warmup) continue;
-      gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
-      blocked.push_back(rr.blocked_s);
-      dev_wa.push_back(rr.wa.device_ratio());
-      proc_wa.push_back(rr.wa.process_ratio());
-      notes = rr.notes;
+    std::string fio_note = f.no_peers ? "--no-peers" : HaveProgram("fio") ? "" : "fio not installed";
+    std::string buf_note = f.no_peers ? "--no-peers" : "";
+    char* mc_dst = nullptr;
+    if (f.async) {
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return ErrnoError(errno, "allocating the memcpy peer buffer");
+      (void)::madvise(p, size, MADV_HUGEPAGE);  // as the writer's arena
+      mc_dst = static_cast<char*>(p);
+      std::memset(mc_dst, 0, size);  // first touch outside the measurement
     }
+    static int run = 0;
+    absl::Status status;
+    for (int r = 0; r < f.options.warmup + f.options.repetitions && status.ok(); ++r) {
+      const bool keep = r >= f.options.warmup;
+      auto rr = SaveOnce(f, st, writers, &meter, run++, /*in_place=*/false);
+      if (!rr.ok()) {
+        status = rr.status();
+        break;
+      }
+      if (keep) {
+        gbps.push_back(static_cast<double>(size) / rr->total_s / 1e9);
+        blocked.push_back(rr->blocked_s);
+        dev_wa.push_back(rr->wa.device_ratio());
+        proc_wa.push_back(rr->wa.process_ratio());
+        notes = rr->notes;
+      }
+      if (full) {
+        auto ri = SaveOnce(f, st, writers, &meter, run++, /*in_place=*/true);
+        if (!ri.ok()) {
+          status = ri.status();
+          break;
+        }
+        if (keep) {
+          ip_gbps.push_back(static_cast<double>(size) / ri->total_s / 1e9);
+          ip_blocked.push_back(ri->blocked_s);
+        }
+      }
+      if (mc_dst != nullptr) {
+        double t = MemcpyPeer(st, mc_dst, copy_threads);
+        if (keep) mc_s.push_back(t);
+      }
+      if (buf_note.empty()) {
+        auto b = BufferedPeer(f, st, BufferedChunk(block));
+        if (!b.ok()) buf_note = std::string(b.status().message());
+        else if (keep) buf_gbps.push_back(*b);
+      }
+      if (fio_note.empty()) {
+        auto x = FioPeer(f, size, qd, block, direct);
+        if (!x.ok()) fio_note = std::string(x.status().message());
+        else if (keep) fio_gbps.push_back(*x);
+      }
+    }
+    if (mc_dst != nullptr) ::munmap(mc_dst, size);
+    RETURN_IF_ERROR(status);
     for (const auto& n : notes) report.AddNote(n);
-    auto peer_or_note = [&](Figure fig, absl::StatusOr<Stats> peer) {
-      if (peer.ok()) fig.peer = *peer;
-      else fig.peer_note = std::string(peer.status().message());
+    auto with_peer = [&](Figure fig, const std::vector<double>& peer, const std::string& note) {
+      if (!note.empty()) fig.peer_note = note;
+      else if (!peer.empty()) fig.peer = Stats::Of(peer);
       figs.push_back(std::move(fig));
     };
-    Figure write{"checkpoint write", "GB/s", Stats::Of(gbps),
-                 direct ? "fio O_DIRECT io_uring (ceiling)" : "fio buffered io_uring"};
+    Figure write{"checkpoint write vs fio (ceiling)", "GB/s", Stats::Of(gbps),
+                 direct ? "fio O_DIRECT io_uring, same qd/block" : "fio buffered io_uring, same qd/block"};
     write.target = ">= 0.9 x fio";
-    if (f.no_peers) {
-      write.peer_note = "--no-peers";
-      figs.push_back(write);
-    } else if (!HaveProgram("fio")) {
-      write.peer_note = "fio not installed";
-      figs.push_back(write);
-    } else {
-      peer_or_note(write, Repeat(f.options, [&] { return FioPeer(f, size, qd, block, direct); }));
-    }
-    Figure buffered{"checkpoint write", "GB/s", Stats::Of(gbps), "buffered write()+fsync"};
+    write.peer_is_ceiling = true;
+    with_peer(write, fio_gbps, fio_note);
+    Figure buffered{"checkpoint write vs buffered write()+fsync", "GB/s", Stats::Of(gbps),
+                    absl::StrCat("write() loop of ", Human(BufferedChunk(block)), " + fsync")};
     buffered.target = ">= 2 x buffered";
-    if (f.no_peers) {
-      buffered.peer_note = "--no-peers";
-      figs.push_back(buffered);
-    } else {
-      peer_or_note(buffered, Repeat(f.options, [&] { return BufferedPeer(f, st, block); }));
-    }
-    if (with_torch) {
-      Figure torch{"checkpoint write", "GB/s", Stats::Of(gbps), "torch.save + fsync"};
+    with_peer(buffered, buf_gbps, buf_note);
+    if (full) {
+      Figure torch{"checkpoint write vs torch.save", "GB/s", Stats::Of(gbps), "torch.save + fsync"};
       torch.target = ">= 2 x torch.save";
       if (f.no_peers) {
         torch.peer_note = "--no-peers";
         figs.push_back(torch);
       } else {
         auto t = TorchPeer(f, size);
-        peer_or_note(torch, t.ok() ? absl::StatusOr<Stats>(Stats::Of(*t)) : absl::StatusOr<Stats>(t.status()));
+        if (t.ok()) torch.peer = Stats::Of(*t);
+        else torch.peer_note = std::string(t.status().message());
+        figs.push_back(torch);
       }
+      Figure ip{"checkpoint write in place (caller's memory) vs staged", "GB/s", Stats::Of(ip_gbps),
+                "staged: snapshot into the arena, then write (the rows above)"};
+      ip.peer = Stats::Of(gbps);
+      figs.push_back(ip);
     }
     Figure wa{"write amplification (device sectors / logical)", "x", Stats::Of(dev_wa), ""};
     wa.higher_is_better = false;
@@ -391,14 +445,18 @@ absl::Status Run(CkptFlags f) {
     pwa.higher_is_better = false;
     figs.push_back(pwa);
     if (f.async) {
-      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) return ErrnoError(errno, "allocating the memcpy peer buffer");
-      std::memset(p, 0, size);
-      Figure blk{"caller blocked (--async)", "s", Stats::Of(blocked), "memcpy snapshot of the same bytes"};
+      Figure blk{"caller blocked (--async, snapshot)", "s", Stats::Of(blocked),
+                 absl::StrCat("memcpy of the same bytes, ", copy_threads, " threads")};
       blk.higher_is_better = false;
       blk.target = "<= 1.2 x memcpy";
-      peer_or_note(blk, Repeat(f.options, [&] { return MemcpyPeer(st, static_cast<char*>(p)); }));
-      ::munmap(p, size);
+      blk.peer_is_ceiling = true;
+      with_peer(blk, mc_s, "");
+      if (full) {
+        Figure ipb{"caller blocked (--async, in place: no snapshot)", "s", Stats::Of(ip_blocked),
+                   absl::StrCat("memcpy of the same bytes, ", copy_threads, " threads")};
+        ipb.higher_is_better = false;
+        with_peer(ipb, mc_s, "");
+      }
     }
     return figs;
   };
@@ -418,7 +476,7 @@ absl::Status Run(CkptFlags f) {
         else block = static_cast<uint64_t>(x);
         if (block % 4096) return absl::InvalidArgumentError("block sizes must be multiples of 4096");
       }
-      return measure(qd, block, direct, /*with_torch=*/false);
+      return measure(qd, block, direct, /*full=*/false);
     }));
   } else {
     ASSIGN_OR_RETURN(std::vector<Figure> figs, measure(f.queue_depth, bs, f.mode == "direct", true));

@@ -296,7 +296,10 @@ absl::StatusOr<std::unique_ptr<SaveHandle>> SaveCheckpoint(FileWriter* writer, c
   Env* env = writer->options().env ? writer->options().env : Env::Default();
   RETURN_IF_ERROR(PrepareCheckpointDir(env, dir));
   ASSIGN_OR_RETURN(std::shared_ptr<PendingFile> pending,
-                   writer->Save(JoinPath(dir, RankFileName(0)), tensors, std::move(file_metadata)));
+                   options.snapshot
+                       ? writer->Save(JoinPath(dir, RankFileName(0)), tensors, std::move(file_metadata))
+                       : writer->SaveInPlace(JoinPath(dir, RankFileName(0)), tensors,
+                                             std::move(file_metadata)));
   std::unique_ptr<SaveHandle> h(new SaveHandle());
   h->shared_ = std::make_shared<SaveShared>();
   Manifest m;

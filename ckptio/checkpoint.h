@@ -92,6 +92,10 @@ struct SaveOptions {
   int64_t step = -1;        // -1: StepFromName(dir), else 0
   Metadata metadata;        // stored in the manifest
   int keep_last = 0;        // retention under the parent of dir after publishing
+  // true: FileWriter::Save (the caller may modify its tensors once SaveCheckpoint returns).
+  // false: FileWriter::SaveInPlace: aligned tensors are written from the caller's memory, which
+  // must stay unchanged and alive until Wait() returns.
+  bool snapshot = true;
 };
 
 // An asynchronous single-process save (one rank file). Wait() returns once the checkpoint is

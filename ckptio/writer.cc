@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint_format.h"
+#include "ckptio/internal/copy_pool.h"
 #include "ckptio/internal/io_util.h"
 #include "common/check.h"
 #include "common/status_macros.h"
@@ -36,6 +37,18 @@ using internal::RoundUp;
 constexpr uint64_t kRegChunk = 1ull << 30;  // io_uring limits one registered buffer to 1 GiB
 
 struct Job;
+
+struct DataSource {
+  uint64_t off = 0;  // in the data region
+  uint64_t len = 0;
+  const char* ptr = nullptr;
+};
+
+struct InPlaceExtent {
+  uint64_t begin = 0;  // file offsets
+  uint64_t end = 0;
+  const char* src = nullptr;  // the bytes of `begin`
+};
 
 // The state shared by a PendingFile handle and the I/O thread.
 struct FileState {
@@ -58,11 +71,38 @@ struct Job {
   bool direct = false;
   uint64_t align = 4096;
   char* arena = nullptr;  // file image: header at 0, data at layout.data_start
+  uint64_t mem_align = 1;  // O_DIRECT memory alignment (1: buffered)
   Stopwatch clock;
   std::vector<std::string> notes;
   std::vector<uint64_t> block_hashes;
   uint64_t header_hash = 0;
+  // Where the data region's bytes are read from for hashing and for the Env path: sorted,
+  // contiguous (data-region offset, length, pointer). Empty: the arena.
+  std::vector<DataSource> sources;
+  // File ranges written from the caller's memory (SaveInPlace): sorted, disjoint, aligned.
+  std::vector<InPlaceExtent> in_place;
+  uint64_t in_place_bytes = 0;
 };
+
+// XXH3-64 of data-region bytes [b, e), read from `sources` (or `arena_data` when empty); `cursor`
+// remembers the source of the previous call (calls go in increasing order).
+uint64_t HashDataRange(const std::vector<DataSource>& sources, const char* arena_data, uint64_t b,
+                       uint64_t e, size_t* cursor) {
+  if (sources.empty()) return Hash64(arena_data + b, e - b);
+  size_t i = *cursor;
+  while (i + 1 < sources.size() && sources[i].off + sources[i].len <= b) ++i;
+  *cursor = i;
+  const DataSource& first = sources[i];
+  if (first.off <= b && e <= first.off + first.len) return Hash64(first.ptr + (b - first.off), e - b);
+  Hasher64 h;
+  for (size_t k = i; k < sources.size() && sources[k].off < e; ++k) {
+    const DataSource& s = sources[k];
+    const uint64_t lo = std::max(b, s.off);
+    const uint64_t hi = std::min(e, s.off + s.len);
+    if (hi > lo) h.Update(s.ptr + (lo - s.off), hi - lo);
+  }
+  return h.Digest();
+}
 
 }  // namespace
 
@@ -77,6 +117,21 @@ bool CudaAvailable() {
   return false;
 #endif
 }
+
+int DefaultCopyThreads() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+}
+
+namespace {
+
+// Chunk handed to one copy thread at a time: small enough that every thread gets several (the
+// ready prefix advances smoothly), large enough that the per-chunk bookkeeping is noise.
+uint64_t CopyChunk(uint64_t total, int threads) {
+  return std::clamp<uint64_t>(RoundUp(total / (static_cast<uint64_t>(threads) * 4) + 1, 1ull << 16),
+                              1ull << 20, 8ull << 20);
+}
+
+}  // namespace
 
 void CopyBytes(void* dst, const void* src, size_t n, int threads) {
   constexpr size_t kMinPerThread = 32ull << 20;
@@ -103,8 +158,9 @@ namespace {
 
 class PendingFileImpl : public PendingFile {
  public:
-  PendingFileImpl(std::shared_ptr<FileState> state, const FileLayout* layout, char* data)
-      : state_(std::move(state)), layout_(layout), data_(data) {}  // layout_ points into state_
+  PendingFileImpl(std::shared_ptr<FileState> state, const FileLayout* layout, char* data,
+                  internal::CopyPool* pool)
+      : state_(std::move(state)), layout_(layout), data_(data), pool_(pool) {}  // layout_: in state_
   ~PendingFileImpl() override {
     if (!state_->done_flag.load()) {
       Abort(absl::CancelledError("checkpoint file abandoned before it was committed"));
@@ -119,6 +175,18 @@ class PendingFileImpl : public PendingFile {
       state_->ready = std::max(state_->ready, std::min(upto, layout_->data_len));
     }
     state_->cv.notify_all();
+  }
+  void CopyIn(const std::vector<HostSpan>& spans, bool mark_ready) override {
+    std::vector<internal::CopyPiece> pieces;
+    pieces.reserve(spans.size());
+    uint64_t total = 0;
+    for (const HostSpan& s : spans) {
+      pieces.push_back({data_ + s.offset, static_cast<const char*>(s.src), s.len, s.offset + s.len});
+      total += s.len;
+    }
+    std::function<void(uint64_t)> progress;
+    if (mark_ready) progress = [this](uint64_t upto) { MarkReady(upto); };
+    pool_->Copy(pieces, CopyChunk(total, pool_->threads()), progress);
   }
   void Abort(absl::Status why) override {
     {
@@ -138,6 +206,7 @@ class PendingFileImpl : public PendingFile {
   std::shared_ptr<FileState> state_;
   const FileLayout* layout_;  // state_->layout
   char* data_;
+  internal::CopyPool* pool_;  // the writer's
 };
 
 class FileWriterImpl : public FileWriter {
@@ -147,6 +216,8 @@ class FileWriterImpl : public FileWriter {
     uring_path_ = options_.env == Env::Default();
     overlap_ = options_.overlap == Overlap::kOn ||
                (options_.overlap == Overlap::kAuto && std::thread::hardware_concurrency() >= 8);
+    pool_ = std::make_unique<internal::CopyPool>(
+        options_.copy_threads > 0 ? options_.copy_threads : DefaultCopyThreads());
     thread_ = std::thread([this] { IoThread(); });
   }
   ~FileWriterImpl() override {
@@ -173,10 +244,20 @@ class FileWriterImpl : public FileWriter {
   absl::StatusOr<std::unique_ptr<PendingFile>> Begin(const std::string& path,
                                                       const std::vector<TensorSpec>& specs,
                                                       Metadata metadata) override;
+  absl::StatusOr<std::unique_ptr<PendingFile>> SaveInPlace(const std::string& path,
+                                                            const std::vector<HostTensor>& tensors,
+                                                            Metadata metadata) override;
+  int copy_threads() const override { return pool_->threads(); }
   uint64_t arena_bytes() const override { return arena_size_; }
   const WriterOptions& options() const override { return options_; }
 
  private:
+  // Begin() up to the point where the job is queued: waits for the previous file, opens the file,
+  // plans the layout, sizes the arena.
+  absl::StatusOr<std::unique_ptr<Job>> Prepare(const std::string& path,
+                                               const std::vector<TensorSpec>& specs,
+                                               Metadata metadata);
+  std::unique_ptr<PendingFile> Enqueue(std::unique_ptr<Job> job);
   void IoThread();
   absl::Status RunJob(Job* job);
   absl::Status RunUring(Job* job);
@@ -198,6 +279,7 @@ class FileWriterImpl : public FileWriter {
   std::deque<std::unique_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<FileState> current_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<internal::CopyPool> pool_;
   std::thread thread_;
 
   // Arena: touched by Begin() only while no job runs, by the I/O thread only inside a job.
@@ -248,6 +330,13 @@ void FileWriterImpl::FreeArena() {
 
 absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
     const std::string& path, const std::vector<TensorSpec>& specs, Metadata metadata) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  return Enqueue(std::move(job));
+}
+
+absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& path,
+                                                             const std::vector<TensorSpec>& specs,
+                                                             Metadata metadata) {
   if (options_.queue_depth < 1 || options_.queue_depth > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("queue depth ", options_.queue_depth, " not in [1, 4096]"));
   }
@@ -274,7 +363,10 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
     job->fd = f.fd;
     job->direct = f.direct;
     job->notes = std::move(f.notes);
-    if (f.direct) align = std::max<uint64_t>(align, f.dio_offset_align);
+    if (f.direct) {
+      align = std::max<uint64_t>(align, f.dio_offset_align);
+      job->mem_align = std::max<uint64_t>(1, f.dio_mem_align);
+    }
   }
   job->align = align;
   auto layout = PlanFile(specs, std::move(metadata), options_.checksum_block, align);
@@ -296,15 +388,66 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
   }
   job->arena = arena_;
   std::memset(arena_ + job->state->layout.file_size, 0, image - job->state->layout.file_size);
+  return job;
+}
+
+std::unique_ptr<PendingFile> FileWriterImpl::Enqueue(std::unique_ptr<Job> job) {
   auto handle = std::make_unique<PendingFileImpl>(job->state, &job->state->layout,
-                                                  arena_ + job->state->layout.data_start);
+                                                  arena_ + job->state->layout.data_start, pool_.get());
   {
     std::lock_guard<std::mutex> l(mu_);
     current_ = job->state;
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
-  return std::unique_ptr<PendingFile>(std::move(handle));
+  return handle;
+}
+
+absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::SaveInPlace(
+    const std::string& path, const std::vector<HostTensor>& tensors, Metadata metadata) {
+  std::vector<TensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const HostTensor& t : tensors) specs.push_back(t.spec);
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  const FileLayout& L = job->state->layout;
+  // Buffered I/O has no alignment rule: everything is written from the caller's memory.
+  const uint64_t A = job->direct ? job->align : 1;
+  const uint64_t M = job->direct ? job->mem_align : 1;
+  const uint64_t min_len = std::max<uint64_t>(options_.in_place_min_bytes, 1);
+  std::vector<internal::CopyPiece> staged;
+  auto stage = [&](uint64_t b, uint64_t e, const char* src) {
+    if (e > b) staged.push_back({job->arena + b, src, e - b, 0});
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = L.tensors[i];
+    const uint64_t n = t.nbytes();
+    if (n == 0) continue;
+    const char* src = static_cast<const char*>(tensors[i].data);
+    if (src == nullptr) {
+      if (job->fd >= 0) {
+        ::close(job->fd);
+        ::unlink(path.c_str());
+      }
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' has no data"));
+    }
+    job->sources.push_back({t.begin, n, src});
+    const uint64_t fs = L.data_start + t.begin;
+    const uint64_t fe = fs + n;
+    const uint64_t a = RoundUp(fs, A);
+    const uint64_t b = RoundDown(fe, A);
+    if (b > a && b - a >= min_len && reinterpret_cast<uintptr_t>(src + (a - fs)) % M == 0) {
+      stage(fs, a, src);
+      job->in_place.push_back({a, b, src + (a - fs)});
+      job->in_place_bytes += b - a;
+      stage(b, fe, src + (b - fs));
+    } else {
+      stage(fs, fe, src);
+    }
+  }
+  pool_->Copy(staged, CopyChunk(L.data_len, pool_->threads()), nullptr);
+  std::unique_ptr<PendingFile> pending = Enqueue(std::move(job));
+  pending->Commit();
+  return pending;
 }
 
 void FileWriterImpl::IoThread() {
@@ -334,6 +477,7 @@ void FileWriterImpl::IoThread() {
       r.ring_flags = (uring_path_ && ring_ok_) ? ring_flags_ : 0;
       r.fixed_buffers = uring_path_ && ring_ok_ && registered_;
       r.seconds = job->clock.Seconds();
+      r.in_place_bytes = job->in_place_bytes;
       r.notes = job->notes;
       result = std::move(r);
     }
@@ -411,17 +555,23 @@ absl::Status FileWriterImpl::RunEnv(Job* job) {
   (void)ready;
   const char* data = job->arena + L.data_start;
   job->block_hashes.resize(L.num_blocks());
+  size_t cursor = 0;
   for (uint64_t b = 0; b < L.num_blocks(); ++b) {
     uint64_t off = b * L.checksum_block;
-    job->block_hashes[b] = Hash64(data + off, std::min(L.checksum_block, L.data_len - off));
+    job->block_hashes[b] = HashDataRange(job->sources, data,  off,
+                                         std::min(L.data_len, off + L.checksum_block), &cursor);
   }
   std::string header = RenderHeader(L, job->block_hashes);
   job->header_hash = Hash64(header);
   ASSIGN_OR_RETURN(auto file, options_.env->NewWritableFile(job->path));
   RETURN_IF_ERROR(file->Append(header));
-  for (uint64_t off = 0; off < L.data_len; off += options_.block_size) {
-    RETURN_IF_ERROR(file->Append(
-        std::string_view(data + off, std::min(options_.block_size, L.data_len - off))));
+  std::vector<DataSource> sources = job->sources;
+  if (sources.empty()) sources.push_back({0, L.data_len, data});
+  for (const DataSource& src : sources) {
+    for (uint64_t off = 0; off < src.len; off += options_.block_size) {
+      RETURN_IF_ERROR(file->Append(
+          std::string_view(src.ptr + off, std::min(options_.block_size, src.len - off))));
+    }
   }
   RETURN_IF_ERROR(file->Sync());
   return file->Close();
@@ -450,6 +600,22 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     uint64_t off = 0;
     uint64_t end = 0;
     bool in_use = false;
+    const char* buf = nullptr;  // the bytes of `off`: in the arena, or the caller's (in place)
+    bool fixed = false;         // buf is in the registered arena
+  };
+  // The write starting at file offset `off`, at most up to `limit`: it stays inside one in-place
+  // extent or one staged gap between them, and inside one registered arena chunk.
+  size_t extent = 0;
+  auto piece_at = [&](uint64_t off, uint64_t limit) -> Op {
+    const auto& ext = job->in_place;
+    while (extent < ext.size() && ext[extent].end <= off) ++extent;
+    if (extent < ext.size() && ext[extent].begin <= off) {
+      const InPlaceExtent& x = ext[extent];
+      return {off, std::min(limit, x.end), true, x.src + (off - x.begin), false};
+    }
+    uint64_t end = std::min(limit, RoundDown(off, kRegChunk) + kRegChunk);
+    if (extent < ext.size()) end = std::min(end, ext[extent].begin);
+    return {off, end, true, job->arena + off, fixed};
   };
   std::vector<Op> ops(static_cast<size_t>(options_.queue_depth) + 1);
   int inflight = 0;
@@ -458,20 +624,20 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   auto prep_write = [&](size_t slot) {
     Op& op = ops[slot];
     const uint64_t len = op.end - op.off;
-    char* buf = job->arena + op.off;
     struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     GRIST_CHECK(sqe != nullptr, "submission queue full");
-    if (fixed) {
-      io_uring_prep_write_fixed(sqe, job->fd, buf, static_cast<unsigned>(len), op.off,
-                                static_cast<int>(op.off / kRegChunk));
+    if (op.fixed) {
+      io_uring_prep_write_fixed(sqe, job->fd, op.buf, static_cast<unsigned>(len), op.off,
+                                static_cast<int>((op.buf - job->arena) / static_cast<int64_t>(kRegChunk)));
     } else {
-      io_uring_prep_write(sqe, job->fd, buf, static_cast<unsigned>(len), op.off);
+      io_uring_prep_write(sqe, job->fd, op.buf, static_cast<unsigned>(len), op.off);
     }
     io_uring_sqe_set_data64(sqe, slot);
   };
   auto sync_write = [&](uint64_t off, uint64_t end) -> absl::Status {
     while (off < end) {
-      ssize_t w = ::pwrite(job->fd, job->arena + off, end - off, static_cast<off_t>(off));
+      const Op p = piece_at(off, end);
+      ssize_t w = ::pwrite(job->fd, p.buf, p.end - off, static_cast<off_t>(off));
       if (w < 0 && errno == EINTR) continue;
       ++writes_completed_;
       int injected = (options_.faults.fail_write_at > 0 &&
@@ -517,6 +683,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
         --inflight;
       } else if (static_cast<uint64_t>(res) < op.end - op.off) {
         op.off += static_cast<uint64_t>(res);  // short write: the rest goes again
+        op.buf += res;
         resubmit.push_back(slot);
       } else {
         op.in_use = false;
@@ -541,12 +708,13 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   uint64_t hashed = 0;
   uint64_t next = L.data_start;
   const char* data = job->arena + L.data_start;
+  size_t hash_cursor = 0;
   auto hash_some = [&](uint64_t ready, uint64_t max_blocks) {
     for (uint64_t k = 0; k < max_blocks && hashed < L.num_blocks(); ++k) {
       uint64_t b = hashed * L.checksum_block;
       uint64_t e = std::min(L.data_len, b + L.checksum_block);
       if (e > ready) break;
-      job->block_hashes[hashed++] = Hash64(data + b, e - b);
+      job->block_hashes[hashed++] = HashDataRange(job->sources, data, b, e, &hash_cursor);
     }
   };
   while (error.ok()) {
@@ -591,14 +759,14 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     }
     bool submitted = false;
     while (inflight < options_.queue_depth && next < io_end) {
-      uint64_t end = std::min({io_end, next + options_.block_size, RoundDown(next, kRegChunk) + kRegChunk});
-      if (end > ready_abs) break;  // only whole writes until the snapshot is committed
+      const Op piece = piece_at(next, std::min(io_end, next + options_.block_size));
+      if (piece.end > ready_abs) break;  // only whole writes until the snapshot is committed
       size_t slot = 0;
       while (ops[slot].in_use) ++slot;
-      ops[slot] = {next, end, true};
+      ops[slot] = piece;
       prep_write(slot);
       ++inflight;
-      next = end;
+      next = piece.end;
       submitted = true;
     }
     if (submitted) io_uring_submit(&ring_);
@@ -621,7 +789,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   if (!ring_ok_) {
     RETURN_IF_ERROR(sync_write(0, L.data_start));
   } else {
-    ops[0] = {0, L.data_start, true};
+    ops[0] = {0, L.data_start, true, job->arena, fixed};
     prep_write(0);
     ++inflight;
     io_uring_submit(&ring_);
@@ -659,6 +827,10 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
 
 absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Create(const WriterOptions& options) {
   if (options.checksum_block == 0) return absl::InvalidArgumentError("checksum block size must be > 0");
+  if (options.copy_threads < 0 || options.copy_threads > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy threads ", options.copy_threads, " not in [0, 256] (0: default)"));
+  }
   return std::unique_ptr<FileWriter>(new FileWriterImpl(options));
 }
 
@@ -670,24 +842,29 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriter::Save(const std::string&
   for (const HostTensor& t : tensors) specs.push_back(t.spec);
   ASSIGN_OR_RETURN(auto pending, Begin(path, specs, std::move(metadata)));
   const FileLayout& L = pending->layout();
-  const int threads = std::min(4, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  constexpr uint64_t kPiece = 64ull << 20;  // writes start as soon as the first piece lands
+  std::vector<HostSpan> spans;
+  spans.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = L.tensors[i];
     const uint64_t n = t.nbytes();
-    if (n > 0 && tensors[i].data == nullptr) {
+    if (n == 0) continue;
+    if (tensors[i].data == nullptr) {
       pending->Abort(absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' has no data")));
       return pending->Wait().status();
     }
-    for (uint64_t off = 0; off < n; off += kPiece) {
-      uint64_t len = std::min(kPiece, n - off);
-      CopyBytes(pending->data() + t.begin + off, static_cast<const char*>(tensors[i].data) + off, len,
-                threads);
-      pending->MarkReady(t.begin + off + len);
-    }
+    spans.push_back({t.begin, tensors[i].data, n});
   }
+  // Tensors are contiguous in the data region: the copied prefix is ready to be written.
+  pending->CopyIn(spans, /*mark_ready=*/true);
   pending->Commit();
   return pending;
+}
+
+absl::StatusOr<FileResult> FileWriter::Write(const std::string& path,
+                                             const std::vector<HostTensor>& tensors,
+                                             Metadata metadata) {
+  ASSIGN_OR_RETURN(auto pending, SaveInPlace(path, tensors, std::move(metadata)));
+  return pending->Wait();
 }
 
 }  // namespace grist::ckptio

@@ -8,6 +8,9 @@
 //   ... the caller may now modify its tensors ...
 //   ASSIGN_OR_RETURN(FileResult r, pending->Wait());                          // durable
 //
+// Synchronously, without a snapshot (tensors written from their own memory where aligned):
+//   ASSIGN_OR_RETURN(FileResult r, writer->Write(path, tensors, metadata));
+//
 // Or piece by piece (the GPU path: device-to-host copies land in the arena while earlier pieces
 // are already being written):
 //   ASSIGN_OR_RETURN(auto pending, writer->Begin(path, specs, metadata));
@@ -17,6 +20,16 @@
 // Snapshot rule: Save() returns after every tensor was copied into the arena, so the caller may
 // modify its tensors as soon as Save() returns. With Begin(), the caller owns the copy: bytes
 // passed to MarkReady() must not change afterwards.
+//
+// No-snapshot rule: SaveInPlace() returns at once and writes every tensor whose file range and
+// memory address fit the O_DIRECT alignment straight from the caller's memory (the rest, and the
+// unaligned head and tail of each tensor, are staged); the caller must neither modify nor free
+// its tensors until Wait() returns (or the PendingFile is destroyed, which waits). The bytes on
+// disk are identical to Save()'s.
+//
+// Snapshot copies run on a persistent pool of WriterOptions::copy_threads threads (the caller is
+// one of them) over consecutive chunks; the ready mark follows the contiguous copied prefix, so
+// with overlap the first chunks are written while later ones are still being copied.
 //
 // Durability: when Wait() returns OK the file's data and size are on stable storage (fsync). The
 // file's directory entry is made durable by PublishCheckpoint (manifest.h).
@@ -67,9 +80,18 @@ struct WriterOptions {
   // core to the caller's copy, which shortens the time the caller is blocked on small machines.
   // kAuto: overlap when the machine has at least 8 online CPUs.
   Overlap overlap = Overlap::kAuto;
+  // Threads copying host tensors into the arena (Save, PendingFile::CopyIn), started with the
+  // writer and reused by every save; the calling thread is one of them. 0: DefaultCopyThreads().
+  int copy_threads = 0;
+  // SaveInPlace: a tensor is written from the caller's memory only when its aligned interior is at
+  // least this long (shorter ones are cheaper to copy than to write separately).
+  uint64_t in_place_min_bytes = 256ull << 10;
   Env* env = nullptr;                   // nullptr: Env::Default() (the io_uring path)
   UringFaults faults;
 };
+
+// min(8, online CPUs): memcpy bandwidth stops growing at a few threads per socket.
+int DefaultCopyThreads();
 
 // What was written; recorded in the manifest.
 struct FileResult {
@@ -84,6 +106,7 @@ struct FileResult {
   unsigned ring_flags = 0;  // io_uring setup flags accepted by the kernel
   bool fixed_buffers = false;
   double seconds = 0;       // from Begin() to durable
+  uint64_t in_place_bytes = 0;  // data bytes written from the caller's memory (SaveInPlace)
   std::vector<std::string> notes;  // fallbacks taken, e.g. "O_DIRECT refused: buffered I/O"
 };
 
@@ -91,6 +114,13 @@ struct FileResult {
 struct HostTensor {
   TensorSpec spec;
   const void* data = nullptr;
+};
+
+// A host copy into the data region: `len` bytes from `src` to data() + `offset`.
+struct HostSpan {
+  uint64_t offset = 0;
+  const void* src = nullptr;
+  uint64_t len = 0;
 };
 
 class FileWriter;
@@ -103,6 +133,11 @@ class PendingFile {
   virtual char* data() = 0;
   // Bytes [0, upto) of the data region are final and may be written. Monotonic.
   virtual void MarkReady(uint64_t upto) = 0;
+  // Copies `spans` into the data region with the writer's copy pool; returns when all landed. With
+  // `mark_ready`, marks the contiguous copied prefix ready as chunks land: the spans must then be
+  // sorted, contiguous, and start where everything before them is already ready (e.g. all
+  // tensors of the file in order). Without it, the caller marks (e.g. after its GPU copies).
+  virtual void CopyIn(const std::vector<HostSpan>& spans, bool mark_ready) = 0;
   // Everything is filled (same as MarkReady(layout().data_len)).
   void Commit() { MarkReady(layout().data_len); }
   // Abandons the file: Wait() returns `why`; the partial file is removed.
@@ -125,6 +160,16 @@ class FileWriter {
   absl::StatusOr<std::unique_ptr<PendingFile>> Save(const std::string& path,
                                                      const std::vector<HostTensor>& tensors,
                                                      Metadata metadata);
+  // Creates `path` and writes `tensors` without a snapshot (see the no-snapshot rule above):
+  // returns once the small staged parts are copied and the file is committed.
+  virtual absl::StatusOr<std::unique_ptr<PendingFile>> SaveInPlace(
+      const std::string& path, const std::vector<HostTensor>& tensors, Metadata metadata) = 0;
+  // The synchronous save: SaveInPlace() then Wait(); returns once the file is durable (nothing
+  // can modify the tensors meanwhile, so no snapshot is taken).
+  absl::StatusOr<FileResult> Write(const std::string& path, const std::vector<HostTensor>& tensors,
+                                   Metadata metadata);
+  // The copy pool's thread count (options().copy_threads resolved).
+  virtual int copy_threads() const = 0;
   // Arena bytes currently held (the largest file image so far).
   virtual uint64_t arena_bytes() const = 0;
   virtual const WriterOptions& options() const = 0;

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -65,6 +66,7 @@ absl::StatusOr<OpenedFile> Open(const std::string& path, int base_flags, bool wa
       f.direct = false;
     } else {
       f.dio_offset_align = a.known ? a.offset_align : 4096;
+      f.dio_mem_align = a.known ? std::max<uint32_t>(a.mem_align, 1) : 4096;
       if (!a.known) f.notes.push_back("STATX_DIOALIGN unsupported: assuming 4096-byte alignment");
       if (a.known && a.mem_align > 4096) {
         f.notes.push_back(absl::StrCat("O_DIRECT memory alignment ", a.mem_align,

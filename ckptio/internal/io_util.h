@@ -27,6 +27,7 @@ struct OpenedFile {
   int fd = -1;
   bool direct = false;
   uint64_t dio_offset_align = 0;
+  uint64_t dio_mem_align = 0;  // memory alignment O_DIRECT needs (4096 when the kernel does not say)
   std::vector<std::string> notes;
 };
 // Creates/truncates `path` for writing; with `want_direct`, O_DIRECT where the file system allows

@@ -43,10 +43,11 @@ struct Loaded {
 
 }  // namespace
 
-// overlap: -1 auto, 0 write after the snapshot, 1 write while copying.
+// overlap: -1 auto, 0 write after the snapshot, 1 write while copying. copy_threads: 0 default.
 GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block_size, int overlap,
-                                     void** out) {
+                                     int copy_threads, void** out) {
   ck::WriterOptions o;
+  if (copy_threads > 0) o.copy_threads = copy_threads;
   o.overlap = overlap < 0 ? ck::Overlap::kAuto : overlap ? ck::Overlap::kOn : ck::Overlap::kOff;
   o.mode = direct ? ck::IoMode::kDirect : ck::IoMode::kBuffered;
   if (queue_depth > 0) o.queue_depth = queue_depth;
@@ -59,28 +60,47 @@ GRIST_CAPI int grist_ckpt_writer_new(int direct, int queue_depth, uint64_t block
 
 GRIST_CAPI void grist_ckpt_writer_free(void* w) { delete static_cast<ck::FileWriter*>(w); }
 
+// The writer's default copy thread count, and a parallel memcpy with a given count: the peer that
+// measures the snapshot floor (scripts/gpu/ckpt_host_blocked.py).
+GRIST_CAPI int grist_ckpt_default_copy_threads(void) { return ck::DefaultCopyThreads(); }
+
+GRIST_CAPI void grist_ckpt_memcpy(uint64_t dst, uint64_t src, uint64_t n, int threads) {
+  ck::CopyBytes(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, threads);
+}
+
 GRIST_CAPI int grist_ckpt_cuda_available(void) { return ck::CudaAvailable() ? 1 : 0; }
 
 GRIST_CAPI int grist_ckpt_prepare_dir(const char* dir) {
   return SetError(ck::PrepareCheckpointDir(grist::Env::Default(), dir));
 }
 
-// dtypes are ck::DType numbers; dims holds every tensor's dimensions back to back.
-GRIST_CAPI int grist_ckpt_begin(void* writer, const char* path, int n, const char** names,
-                                const int* dtypes, const int* ndims, const int64_t* dims, int nmeta,
-                                const char** meta_keys, const char** meta_vals, void** out) {
+namespace {
+
+absl::StatusOr<std::vector<ck::TensorSpec>> MakeSpecs(int n, const char** names, const int* dtypes,
+                                                      const int* ndims, const int64_t* dims) {
   std::vector<ck::TensorSpec> specs(static_cast<size_t>(n));
   size_t d = 0;
   for (int i = 0; i < n; ++i) {
     if (dtypes[i] < 0 || dtypes[i] >= ck::kNumDTypes) {
-      return SetError(absl::InvalidArgumentError(absl::StrCat("bad dtype code ", dtypes[i])));
+      return absl::InvalidArgumentError(absl::StrCat("bad dtype code ", dtypes[i]));
     }
     specs[i].name = names[i];
     specs[i].dtype = static_cast<ck::DType>(dtypes[i]);
     specs[i].shape.assign(dims + d, dims + d + ndims[i]);
     d += static_cast<size_t>(ndims[i]);
   }
-  auto p = static_cast<ck::FileWriter*>(writer)->Begin(path, specs, MakeMeta(nmeta, meta_keys, meta_vals));
+  return specs;
+}
+
+}  // namespace
+
+// dtypes are ck::DType numbers; dims holds every tensor's dimensions back to back.
+GRIST_CAPI int grist_ckpt_begin(void* writer, const char* path, int n, const char** names,
+                                const int* dtypes, const int* ndims, const int64_t* dims, int nmeta,
+                                const char** meta_keys, const char** meta_vals, void** out) {
+  auto specs = MakeSpecs(n, names, dtypes, ndims, dims);
+  if (!specs.ok()) return SetError(specs.status());
+  auto p = static_cast<ck::FileWriter*>(writer)->Begin(path, *specs, MakeMeta(nmeta, meta_keys, meta_vals));
   if (!p.ok()) return SetError(p.status());
   *out = p->release();
   return 0;
@@ -96,6 +116,35 @@ GRIST_CAPI int grist_ckpt_pending_layout(void* p, uint64_t* data, uint64_t* begi
   *data = reinterpret_cast<uint64_t>(pf->data());
   for (int i = 0; i < n; ++i) begins[i] = L.tensors[i].begin;
   return 0;
+}
+
+// FileWriter::SaveInPlace: srcs[i] is tensor i's address (its bytes must stay unchanged and alive
+// until the pending file is waited for and freed).
+GRIST_CAPI int grist_ckpt_save_in_place(void* writer, const char* path, int n, const char** names,
+                                        const int* dtypes, const int* ndims, const int64_t* dims,
+                                        const uint64_t* srcs, int nmeta, const char** meta_keys,
+                                        const char** meta_vals, void** out) {
+  auto specs = MakeSpecs(n, names, dtypes, ndims, dims);
+  if (!specs.ok()) return SetError(specs.status());
+  std::vector<ck::HostTensor> tensors(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    tensors[i].spec = (*specs)[i];
+    tensors[i].data = reinterpret_cast<const void*>(srcs[i]);
+  }
+  auto p = static_cast<ck::FileWriter*>(writer)->SaveInPlace(path, tensors,
+                                                             MakeMeta(nmeta, meta_keys, meta_vals));
+  if (!p.ok()) return SetError(p.status());
+  *out = p->release();
+  return 0;
+}
+
+// PendingFile::CopyIn: n host spans (data-region offset, source address, length) copied by the
+// writer's copy pool; with mark_ready the copied prefix is marked ready as it lands.
+GRIST_CAPI void grist_ckpt_pending_copy(void* p, int n, const uint64_t* offsets, const uint64_t* srcs,
+                                        const uint64_t* lens, int mark_ready) {
+  std::vector<ck::HostSpan> spans(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) spans[i] = {offsets[i], reinterpret_cast<const void*>(srcs[i]), lens[i]};
+  static_cast<ck::PendingFile*>(p)->CopyIn(spans, mark_ready != 0);
 }
 
 GRIST_CAPI void grist_ckpt_pending_mark_ready(void* p, uint64_t upto) {
@@ -117,6 +166,7 @@ GRIST_CAPI int grist_ckpt_pending_wait(void* p, int rank, const char** out) {
   grist::JsonWriter w(0);
   w.BeginObject().Key("record").Raw(ck::FileRecordJson(ck::ToManifestFile(*r, rank)));
   w.Field("direct", r->direct).Field("seconds", r->seconds).Field("fixed_buffers", r->fixed_buffers);
+  w.Field("in_place_bytes", r->in_place_bytes);
   w.Key("notes").BeginArray();
   for (const auto& n : r->notes) w.String(n);
   w.EndArray().EndObject();

@@ -17,8 +17,12 @@ bools, None, and the containers' shape, including int dict keys) is stored as JS
 `__metadata__["structure"]`, so `load` returns the same nested structure with the same key types.
 
 Snapshot rule: `save` returns once every tensor has been copied into grist's staging memory
-(device-to-host for GPU tensors), so the caller may update its tensors immediately; the file is
-written in the background while the copy of later tensors is still going on.
+(device-to-host for GPU tensors; host tensors by the writer's pool of copy threads), so the caller
+may update its tensors immediately; the file is written in the background.
+
+No-snapshot rule (`snapshot=False`, and `blocking=True`, where it is invisible): host tensors are
+written straight from their own memory where the O_DIRECT alignment allows (the rest is staged),
+so `save` returns at once; the caller must not modify the tensors until `wait()` returns.
 
 Durability: `handle.wait()` returns once the checkpoint is published: every rank file fsynced,
 then `manifest.json` written under a temporary name, fsynced, renamed, its folder and the parent
@@ -45,16 +49,27 @@ _DTYPE_NAMES = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "
 _c = ctypes
 _P = _c.c_void_p
 _S = _c.c_char_p
-lib.grist_ckpt_writer_new.argtypes = [_c.c_int, _c.c_int, _c.c_uint64, _c.c_int, _c.POINTER(_P)]
+lib.grist_ckpt_writer_new.argtypes = [_c.c_int, _c.c_int, _c.c_uint64, _c.c_int, _c.c_int,
+                                      _c.POINTER(_P)]
 lib.grist_ckpt_writer_free.argtypes = [_P]
 lib.grist_ckpt_writer_free.restype = None
 lib.grist_ckpt_cuda_available.argtypes = []
+lib.grist_ckpt_default_copy_threads.argtypes = []
+lib.grist_ckpt_memcpy.argtypes = [_c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int]
+lib.grist_ckpt_memcpy.restype = None
 lib.grist_ckpt_prepare_dir.argtypes = [_S]
 lib.grist_ckpt_begin.argtypes = [_P, _S, _c.c_int, _c.POINTER(_S), _c.POINTER(_c.c_int),
                                  _c.POINTER(_c.c_int), _c.POINTER(_c.c_int64), _c.c_int,
                                  _c.POINTER(_S), _c.POINTER(_S), _c.POINTER(_P)]
 lib.grist_ckpt_pending_layout.argtypes = [_P, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
                                           _c.c_int]
+lib.grist_ckpt_save_in_place.argtypes = [_P, _S, _c.c_int, _c.POINTER(_S), _c.POINTER(_c.c_int),
+                                         _c.POINTER(_c.c_int), _c.POINTER(_c.c_int64),
+                                         _c.POINTER(_c.c_uint64), _c.c_int, _c.POINTER(_S),
+                                         _c.POINTER(_S), _c.POINTER(_P)]
+lib.grist_ckpt_pending_copy.argtypes = [_P, _c.c_int, _c.POINTER(_c.c_uint64),
+                                        _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64), _c.c_int]
+lib.grist_ckpt_pending_copy.restype = None
 lib.grist_ckpt_pending_mark_ready.argtypes = [_P, _c.c_uint64]
 lib.grist_ckpt_pending_mark_ready.restype = None
 lib.grist_ckpt_pending_abort.argtypes = [_P, _S]
@@ -75,7 +90,7 @@ lib.grist_ckpt_load_finish.argtypes = [_P, _c.POINTER(_c.c_int)]
 lib.grist_ckpt_load_free.argtypes = [_P]
 lib.grist_ckpt_load_free.restype = None
 
-_PIECE = 64 << 20  # bytes per copy piece: writes start as soon as the first piece lands
+_PIECE = 64 << 20  # bytes per device-to-host piece: writes start as soon as the first lands
 
 
 def _torch():
@@ -158,10 +173,11 @@ _last_handle = None
 
 
 class _Writer:
-    def __init__(self, direct, queue_depth, block_size, overlap):
+    def __init__(self, direct, queue_depth, block_size, overlap, copy_threads):
         p = _P()
         check(lib.grist_ckpt_writer_new(int(direct), int(queue_depth), int(block_size),
-                                        -1 if overlap is None else int(bool(overlap)), _c.byref(p)))
+                                        -1 if overlap is None else int(bool(overlap)),
+                                        int(copy_threads or 0), _c.byref(p)))
         self.ptr = p
 
     def __del__(self):
@@ -170,8 +186,8 @@ class _Writer:
             self.ptr = None
 
 
-def _writer(direct, queue_depth, block_size, overlap):
-    key = (bool(direct), int(queue_depth), int(block_size), overlap)
+def _writer(direct, queue_depth, block_size, overlap, copy_threads):
+    key = (bool(direct), int(queue_depth), int(block_size), overlap, int(copy_threads or 0))
     with _writers_lock:
         if key not in _writers:
             _writers[key] = _Writer(*key)
@@ -192,13 +208,15 @@ class SaveHandle:
     """A checkpoint being written. `wait()` returns the folder once it is published; `done()`
     tells whether that has happened (without blocking)."""
 
-    def __init__(self, path, pending, rank, world_size, step, metadata, keep_last, blocked_s):
+    def __init__(self, path, pending, rank, world_size, step, metadata, keep_last, blocked_s,
+                 keep=None):
         self.path = path
         self.rank = rank
         self.world_size = world_size
         self.blocked_seconds = blocked_s  # time save() held the caller
         self.file_info = None
         self._pending = pending
+        self._keep = keep  # tensors written in place: alive until the file is written
         self._step = step
         self._metadata = metadata
         self._keep_last = keep_last
@@ -240,6 +258,7 @@ class SaveHandle:
             if self._pending:
                 lib.grist_ckpt_pending_free(self._pending)
                 self._pending = None
+            self._keep = None
 
     def wait(self):
         """Blocks until the checkpoint is published; returns its folder. Raises GristError when
@@ -282,7 +301,7 @@ class SaveHandle:
 
 def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=None,
          rank=None, world_size=None, direct=True, queue_depth=16, block_size=4 << 20,
-         overlap=None):
+         overlap=None, snapshot=True, copy_threads=None):
     """Saves `state_dict` (nested dicts/lists of tensors and plain values) as checkpoint folder
     `path`. Returns a SaveHandle; with blocking=True waits for it first.
 
@@ -294,6 +313,11 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     overlap: write pieces while later ones are still being copied (True), only after the whole
         snapshot (False: shortest blocked time on machines with few cores), or None: True with
         at least 8 CPUs.
+    snapshot: True copies the state before returning (the caller may then modify it). False (host
+        tensors only; GPU tensors are always copied): returns at once and writes aligned tensors
+        from their own memory; the caller must not modify them until wait() returns.
+        blocking=True always writes host tensors in place (nothing can modify them meanwhile).
+    copy_threads: threads of the writer's snapshot copy (None: min(8, CPUs)).
     """
     global _last_handle
     import time
@@ -331,10 +355,25 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
         check(lib.grist_ckpt_prepare_dir(_bytes(path)))
     if dist is not None and world_size > 1:
         dist.barrier()
-    w = _writer(direct, queue_depth, block_size, overlap)
+    w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
     pending = _P()
     n = len(tensors)
     keys = list(file_meta.keys())
+    in_place = (blocking or not snapshot) and not any(t.is_cuda for _, t in tensors)
+    if in_place:
+        keep = [t.detach() if t.is_contiguous() else t.detach().contiguous() for _, t in tensors]
+        srcs = (_c.c_uint64 * max(1, n))(*[t.data_ptr() for t in keep])
+        check(lib.grist_ckpt_save_in_place(
+            w.ptr, _bytes(os.path.join(path, f"rank-{rank:05d}.safetensors")), n, _strings(names),
+            (_c.c_int * max(1, n))(*dtypes), (_c.c_int * max(1, n))(*ndims),
+            (_c.c_int64 * max(1, len(dims)))(*dims), srcs, len(keys), _strings(keys),
+            _strings([file_meta[k] for k in keys]), _c.byref(pending)))
+        h = SaveHandle(path, pending, rank, world_size, int(step), metadata, int(keep_last),
+                       time.perf_counter() - t0, keep=keep)
+        _last_handle = h
+        if blocking:
+            h.wait()
+        return h
     check(lib.grist_ckpt_begin(
         w.ptr, _bytes(os.path.join(path, f"rank-{rank:05d}.safetensors")), n, _strings(names),
         (_c.c_int * max(1, n))(*dtypes), (_c.c_int * max(1, n))(*ndims),
@@ -380,8 +419,11 @@ def _arena_view(torch, addr, nbytes):
 
 
 def _fill(torch, tensors, base, begins, pending):
-    """Copies every tensor into the staging arena; marks pieces ready as they land."""
-    cuda_pieces = []
+    """Copies every tensor into the staging arena; marks pieces ready as they land. GPU tensors are
+    queued first (device-to-host on a side stream); host tensors are copied meanwhile by the
+    writer's copy pool, all its threads on consecutive chunks."""
+    cuda_pieces = []  # (event or None for a host piece, data-region end), in file order
+    host = []         # (offset, address, nbytes, source tensor kept alive)
     stream = None
     for i, (name, t) in enumerate(tensors):
         t = t.detach()
@@ -390,9 +432,9 @@ def _fill(torch, tensors, base, begins, pending):
             continue
         if not t.is_contiguous():
             t = t.contiguous()
-        src = t.reshape(-1).view(torch.uint8) if t.dtype != torch.uint8 else t.reshape(-1)
-        dst = _arena_view(torch, base + begins[i], nbytes)
-        if src.is_cuda:
+        if t.is_cuda:
+            src = t.reshape(-1).view(torch.uint8) if t.dtype != torch.uint8 else t.reshape(-1)
+            dst = _arena_view(torch, base + begins[i], nbytes)
             if stream is None:
                 stream = torch.cuda.Stream(device=src.device)
                 stream.wait_stream(torch.cuda.current_stream(src.device))
@@ -405,15 +447,16 @@ def _fill(torch, tensors, base, begins, pending):
                     cuda_pieces.append((ev, begins[i] + end))
             src.record_stream(stream)
         else:
-            # Host tensors are copied in order; GPU pieces queued before are marked as they land.
-            _drain(cuda_pieces, pending, block=False)
-            for off in range(0, nbytes, _PIECE):
-                end = min(nbytes, off + _PIECE)
-                dst[off:end].copy_(src[off:end])
-                if not cuda_pieces:
-                    lib.grist_ckpt_pending_mark_ready(pending, begins[i] + end)
-            if cuda_pieces:
-                cuda_pieces.append((None, begins[i] + nbytes))
+            host.append((begins[i], t.data_ptr(), nbytes, t))
+            cuda_pieces.append((None, begins[i] + nbytes))
+    if host:
+        k = len(host)
+        offs = (_c.c_uint64 * k)(*[h[0] for h in host])
+        srcs = (_c.c_uint64 * k)(*[h[1] for h in host])
+        lens = (_c.c_uint64 * k)(*[h[2] for h in host])
+        # Only host tensors: the pool marks the copied prefix ready itself (writes start early).
+        only_host = stream is None
+        lib.grist_ckpt_pending_copy(pending, k, offs, srcs, lens, int(only_host))
     _drain(cuda_pieces, pending, block=True)
     lib.grist_ckpt_pending_mark_ready(pending, (1 << 64) - 1)
 

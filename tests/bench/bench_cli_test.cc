@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 #include "tests/test_util.h"
@@ -49,6 +50,28 @@ class TmpfsMount {
   std::string dir_;
   bool mounted_ = false;
 };
+
+// --quick caps the checkpoint at 64 MiB; every figure of the JSON record has its own name.
+TEST(BenchCliTest, CkptQuickRecordsUniqueFigureNames) {
+  testing::TempDir tmp;
+  CliRun r = Grist("bench ckpt --quick --async --no-peers --repetitions 1 --warmup 0 --quiet --dir " +
+                   tmp.Join("d") + " --output " + tmp.Join("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("size: 64 MiB"));
+  auto json = ReadFileToString(Env::Default(), tmp.Join("out/ckpt-0.json"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  std::vector<std::string> names;
+  for (size_t at = json->find("\"name\""); at != std::string::npos; at = json->find("\"name\"", at + 1)) {
+    size_t b = json->find('"', json->find(':', at)) + 1;
+    names.push_back(json->substr(b, json->find('"', b) - b));
+  }
+  const std::vector<std::string> want = {
+      "checkpoint write vs fio (ceiling)", "checkpoint write vs buffered write()+fsync",
+      "checkpoint write vs torch.save", "checkpoint write in place (caller's memory) vs staged",
+      "write amplification (device sectors / logical)", "write amplification (/proc/self/io)",
+      "caller blocked (--async, snapshot)", "caller blocked (--async, in place: no snapshot)"};
+  EXPECT_EQ(names, want);
+}
 
 TEST(BenchCliTest, SweepWithNoValuesIsAnError) {
   testing::TempDir tmp;

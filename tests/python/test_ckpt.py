@@ -140,6 +140,41 @@ class CkptTest(unittest.TestCase):
         self.assertTrue(torch.equal(ckpt.load(h.path)["w"], original))
         self.assertGreater(h.blocked_seconds, 0)
 
+    def test_in_place_and_staged_saves_write_identical_files(self):
+        g = torch.Generator().manual_seed(3)
+        base = torch.randn(3 << 20, generator=g)  # 12 MiB of float32
+        # "a" is the first tensor (its file offset is 4096-aligned): give it a page-aligned address.
+        page = torch.empty((1 << 20) + 1024)
+        skip = (-page.data_ptr() % 4096) // 4
+        page[skip:skip + (1 << 20)] = base[: 1 << 20]
+        sd = {"model": {"a": page[skip:skip + (1 << 20)],        # aligned view
+                        "b": base[(1 << 20) + 3: (2 << 20) + 5],  # misaligned view, odd length
+                        "empty": torch.empty(0, 4),
+                        "scalar": torch.tensor(5, dtype=torch.int64),
+                        "t": torch.randn(300, 301, generator=g).t(),  # not contiguous
+                        "h": torch.randn(70001, generator=g).to(torch.bfloat16)},
+              "step": 9}
+        staged = ckpt.save(sd, os.path.join(self.root, "staged-9"))  # snapshot (pool copy)
+        staged.wait()
+        blocking = ckpt.save(sd, os.path.join(self.root, "blocking-9"), blocking=True)
+        lazy = ckpt.save(sd, os.path.join(self.root, "lazy-9"), snapshot=False)
+        lazy.wait()
+        files = []
+        for h in (staged, blocking, lazy):
+            with open(os.path.join(h.path, "rank-00000.safetensors"), "rb") as f:
+                files.append(f.read())
+        self.assertEqual(files[0], files[1])
+        self.assertEqual(files[0], files[2])
+        direct = staged.file_info["direct"]
+        if direct:  # aligned host tensors came from their own memory
+            self.assertGreater(blocking.file_info["in_place_bytes"], 0)
+            self.assertGreater(lazy.file_info["in_place_bytes"], 0)
+        self.assertEqual(staged.file_info["in_place_bytes"], 0)
+        out = ckpt.load(lazy.path)
+        for k in ("a", "b", "empty", "scalar", "t", "h"):
+            self.assertTrue(torch.equal(out["model"][k], sd["model"][k]), k)
+        self.assertEqual(out["step"], 9)
+
     def test_latest_retention_and_torn_folders(self):
         self.assertIsNone(ckpt.latest(self.root))
         for s in (1, 2, 3, 4):

@@ -16,6 +16,16 @@ inline constexpr size_t kFooterSize = 24;
 // Variable-length records (kIds): u64 key, u32 length, bytes; lengths above this are corruption.
 inline constexpr uint32_t kMaxIdBytes = 1u << 20;
 
+// Variable-length records (kShingleSets): SetRecord, then `count` u64 values: the document's sorted
+// distinct shingle hashes (header aux = 0, verification on) or its MinHash signature (aux =
+// num_perm, verification off).
+struct SetRecord {
+  uint64_t key;
+  uint32_t count;
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(SetRecord) == 16);
+
 enum class Kind : uint32_t {
   kSignatures = 1,  // per document: SigRecord + num_perm u64 min-hashes (aux = num_perm)
   kIds = 2,         // per document: key, document id string (variable length)
@@ -26,6 +36,7 @@ enum class Kind : uint32_t {
   kEdges = 7,       // verified pairs: EdgeRecord, sorted by (a, b)
   kClusters = 8,    // removed documents: ClusterRecord, sorted by doc
   kStats = 9,       // a stage task's counters: u64 values (see dedup.cc StatSlot)
+  kShingleSets = 10,  // clusters spill, per candidate document in key order: SetRecord + u64[count]
 };
 
 // Document key: (split index << 40) | ordinal of the record within its split. Keys order documents

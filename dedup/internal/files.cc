@@ -233,6 +233,32 @@ absl::StatusOr<bool> FileReader::NextId(uint64_t* key, std::string* id) {
   return true;
 }
 
+absl::StatusOr<bool> FileReader::NextSet(uint64_t* key, std::vector<uint64_t>* values) {
+  if (read_ >= records_) {
+    RETURN_IF_ERROR(FinishIfDone());
+    return false;
+  }
+  format::SetRecord h;
+  RETURN_IF_ERROR(Fill(reinterpret_cast<char*>(&h), sizeof(h)));
+  if (h.reserved != 0 || uint64_t{h.count} * 8 > body_left_) {
+    return absl::DataLossError(absl::StrCat(
+        path_, ": corrupt dedup intermediate file: set record of ", h.count, " values at record ",
+        read_));
+  }
+  *key = h.key;
+  values->resize(h.count);
+  RETURN_IF_ERROR(Fill(reinterpret_cast<char*>(values->data()), 8 * size_t{h.count}));
+  ++read_;
+  if (read_ == records_) RETURN_IF_ERROR(FinishIfDone());
+  return true;
+}
+
+void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>& values) {
+  format::SetRecord h{key, static_cast<uint32_t>(values.size()), 0};
+  out->append(reinterpret_cast<const char*>(&h), sizeof(h));
+  out->append(reinterpret_cast<const char*>(values.data()), 8 * values.size());
+}
+
 std::string TaskFileName(const std::string& stem, int task, int tasks) {
   return absl::StrFormat("%s-%05d-of-%05d.bin", stem, task, tasks);
 }

@@ -49,6 +49,11 @@ class FileWriter {
     return Append(data, size);
   }
   absl::Status AddId(uint64_t key, std::string_view id);
+  // `count` records already serialized into `data` (e.g. by AppendSetRecord).
+  absl::Status AddSerialized(std::string_view data, uint64_t count) {
+    records_ += count;
+    return Append(data.data(), data.size());
+  }
   absl::Status Finish();
   uint64_t records() const { return records_; }
 
@@ -83,6 +88,9 @@ class FileReader {
   }
   // Variable-length id records.
   absl::StatusOr<bool> NextId(uint64_t* key, std::string* id);
+  // Variable-length set records (kShingleSets): *values is replaced by the record's values. A count
+  // that runs past the end of the file or a nonzero reserved field is DataLoss.
+  absl::StatusOr<bool> NextSet(uint64_t* key, std::vector<uint64_t>* values);
   // Reads every fixed-size record.
   template <typename T>
   static absl::StatusOr<std::vector<T>> ReadAll(Env* env, const std::string& path,
@@ -115,6 +123,9 @@ class FileReader {
   size_t buffer_pos_ = 0;
   bool checked_ = false;
 };
+
+// Appends one kShingleSets record (format::SetRecord, then the values) to `out`.
+void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>& values);
 
 // The file names of tasks 0..tasks-1 of a stage in `dir`: "<stem>-IIIII-of-NNNNN.bin".
 std::string TaskFileName(const std::string& stem, int task, int tasks);

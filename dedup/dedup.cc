@@ -148,7 +148,7 @@ absl::Status DedupOptions::Validate() const {
     return bad(absl::StrCat("bands x rows = ", bands, " x ", rows, " exceeds num_perm ", num_perm));
   }
   if (bands == 0 && threshold >= 1.0) return bad("automatic bands x rows needs a threshold below 1");
-  if (memory_limit < (16ull << 20)) return bad("memory limit must be at least 16 MB");
+  if (memory_limit < (1ull << 20)) return bad("memory limit must be at least 1 MB");
   if (split_bytes == 0) return bad("split_bytes must be positive");
   if (input.txt_mode != "file" && input.txt_mode != "blocks") {
     return bad(absl::StrCat("txt_mode must be file or blocks, got '", input.txt_mode, "'"));
@@ -183,6 +183,8 @@ std::string DedupReport::ToJson() const {
   w.EndObject();
   w.Field("candidate_pairs", candidate_pairs).Field("exact_pairs", exact_pairs);
   w.Field("verified_pairs", verified_pairs).Field("duplicated_lines", duplicated_lines);
+  w.Field("verify_passes", verify_passes).Field("spilled_set_bytes", spilled_set_bytes);
+  w.Field("memory_limit_bytes", memory_limit);
   w.Field("num_perm", num_perm).Field("bands", bands).Field("rows", rows);
   w.Field("threshold", threshold);
   w.Key("stages").BeginArray();
@@ -253,6 +255,8 @@ enum StatSlot : size_t {
   kExactPairs,
   kVerifiedPairs,
   kDupLines,
+  kVerifyPasses,
+  kSpilledSetBytes,
   kNumSlots,
 };
 // After kNumSlots: (cluster size, count) pairs (merge stage).
@@ -956,6 +960,7 @@ absl::Status RunClusters(Ctx& c) {
         return absl::OkStatus();
       }));
       if (!groups.empty()) RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes));
+      stats[kSpilledSetBytes] = sets_w->bytes();
       RETURN_IF_ERROR(sets_w->Finish());
       stats[kInputBytes] += bytes.load();
     }
@@ -998,6 +1003,7 @@ absl::Status RunClusters(Ctx& c) {
       }
       ASSIGN_OR_RETURN(resolved, VerifyBlock(c, sets_path, block, &sims, &buf,
                                              &stats[kInputBytes]));
+      ++stats[kVerifyPasses];
     }
     for (size_t i = 0; i < resolved; ++i) {
       const PairRecord& p = block[i];
@@ -1061,21 +1067,23 @@ absl::Status RunMerge(Ctx& c) {
     }
     return r;
   };
+  // A removed document points to the partner of its most similar edge to an earlier document
+  // (the edge that removes it); only when it has none (it joins the cluster through later
+  // documents) to the partner of its most similar edge.
   struct Best {
     double sim = -1;
     uint32_t kind = 0;
     uint64_t partner = 0;
   };
-  std::vector<Best> best(nodes.size());
-  auto offer = [&](uint32_t node, uint64_t partner, double sim, uint32_t kind) {
-    Best& b = best[node];
+  std::vector<Best> best(nodes.size()), best_later(nodes.size());
+  auto offer = [](Best& b, uint64_t partner, double sim, uint32_t kind) {
     bool better = sim > b.sim || (sim == b.sim && (kind < b.kind || (kind == b.kind && partner < b.partner)));
     if (b.sim < 0 || better) b = Best{sim, kind, partner};
   };
   for (const EdgeRecord& e : edges) {
     uint32_t x = idx(e.a), y = idx(e.b);
-    offer(x, e.b, e.similarity, e.kind);
-    offer(y, e.a, e.similarity, e.kind);
+    offer(best_later[x], e.b, e.similarity, e.kind);
+    offer(best[y], e.a, e.similarity, e.kind);
     uint32_t rx = find(x), ry = find(y);
     if (rx != ry) parent[std::max(rx, ry)] = std::min(rx, ry);
   }
@@ -1100,7 +1108,7 @@ absl::Status RunMerge(Ctx& c) {
                                     c.Header(Kind::kClusters, sizeof(ClusterRecord))));
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     if (root[i] == i) continue;
-    const Best& b = best[i];
+    const Best& b = best[i].sim >= 0 ? best[i] : best_later[i];
     ClusterRecord r{nodes[i], nodes[root[i]], b.partner, b.sim, cluster_no[root[i]], b.kind,
                     size[root[i]]};
     RETURN_IF_ERROR(clusters_w->Add(r));
@@ -1336,6 +1344,7 @@ void FillReportParams(const Ctx& c, DedupReport* r) {
   r->bands = c.opt.near ? c.opt.bands : 0;
   r->rows = c.opt.near ? c.opt.rows : 0;
   r->threshold = c.opt.threshold;
+  r->memory_limit = c.opt.memory_limit;
   r->simd_target = MinHasher::SimdTarget();
 }
 
@@ -1371,6 +1380,8 @@ absl::StatusOr<DedupReport> RunReport(Ctx& c) {
         rep.candidate_pairs = sum[kCandidatePairs];
         rep.exact_pairs = sum[kExactPairs];
         rep.verified_pairs = sum[kVerifiedPairs];
+        rep.verify_passes = sum[kVerifyPasses];
+        rep.spilled_set_bytes = sum[kSpilledSetBytes];
         break;
       case DedupStage::kMerge:
         rep.clusters = sum[kClusters];

@@ -117,6 +117,11 @@ struct DedupReport {
   uint64_t exact_pairs = 0;      // distinct pairs from equal exact hashes
   uint64_t verified_pairs = 0;   // candidate pairs at or above the threshold (all when !verify)
   uint64_t duplicated_lines = 0; // distinct lines found in more than one document
+  // Clusters stage: scans of the spilled candidate sets (one per block of pairs; more blocks than
+  // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
+  uint64_t verify_passes = 0;
+  uint64_t spilled_set_bytes = 0;
+  uint64_t memory_limit = 0;  // --memory-limit of the run, bytes
   int bands = 0, rows = 0, num_perm = 0;
   double threshold = 0;
   std::vector<StageTiming> stages;

@@ -94,7 +94,7 @@ static_assert(sizeof(EdgeRecord) == 32);
 struct ClusterRecord {
   uint64_t doc;           // the removed document
   uint64_t kept;          // the cluster's kept document (its first in input order)
-  uint64_t duplicate_of;  // the document whose edge removed it (earlier in input order)
+  uint64_t duplicate_of;  // its most similar partner earlier in input order (any partner if none)
   double similarity;      // of doc and duplicate_of (1 for exact)
   uint64_t cluster;       // cluster number, 0-based, in the order of the kept documents
   uint32_t kind;          // PairKind of that edge

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::stri
 
 absl::Status FileWriter::Append(const void* data, size_t size) {
   hasher_.Update(data, size);
+  bytes_ += size;
   buffer_.append(static_cast<const char*>(data), size);
   if (buffer_.size() >= kBufferBytes) return FlushBuffer();
   return absl::OkStatus();

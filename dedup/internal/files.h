@@ -56,6 +56,8 @@ class FileWriter {
   }
   absl::Status Finish();
   uint64_t records() const { return records_; }
+  // Bytes appended so far, header included.
+  uint64_t bytes() const { return bytes_; }
 
  private:
   FileWriter(Env* env, std::string path, std::unique_ptr<WritableFile> file);
@@ -66,6 +68,7 @@ class FileWriter {
   Hasher64 hasher_;
   std::string buffer_;
   uint64_t records_ = 0;
+  uint64_t bytes_ = 0;
   bool finished_ = false;
 };
 

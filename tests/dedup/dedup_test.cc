@@ -296,6 +296,210 @@ TEST(Dedup, DiskFullDuringTheRunIsAnErrorNotACrash) {
   }
 }
 
+// Many short near-duplicate pairs, then the whole corpus again (exact copies): thousands of
+// candidate pairs whose first documents do not fit the verification cache of a 1 MB budget.
+std::string ManyDuplicatesCorpus(int families) {
+  Rng rng(17);
+  std::vector<std::string> docs;
+  for (int f = 0; f < families; ++f) {
+    std::string base = Words(rng, 80);
+    docs.push_back(Mutate(base, 1, rng.Next()));
+    docs.push_back(std::move(base));
+  }
+  std::string in;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const std::string& d : docs) in += JsonLine(d);
+  }
+  return in;
+}
+
+TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(1200)).ok());
+  for (bool verify : {true, false}) {
+    SCOPED_TRACE(verify ? "verify" : "no verify");
+    DedupOptions big;
+    big.verify = verify;
+    big.split_bytes = 64 << 10;
+    auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("big"), big, Quiet(1));
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    EXPECT_EQ(r1->verify_passes, 1u);  // everything fits: one scan of the spilled sets
+    EXPECT_GT(r1->removed_near, 1000u);
+    EXPECT_EQ(r1->removed_exact, 2400u);  // the second copies
+    DedupOptions tiny = big;
+    tiny.memory_limit = 1 << 20;  // blocks of 2048 pairs, a 256 KB cache: ~320 KB of first sets
+    auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    // More scans than blocks of pairs: first documents that did not fit waited for a later scan.
+    const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 2047) / 2048;
+    EXPECT_GE(blocks, 2u);
+    EXPECT_GT(r2->verify_passes, blocks);
+    EXPECT_GT(r2->spilled_set_bytes, uint64_t{1} << 20);
+    EXPECT_EQ(r2->spilled_set_bytes, r1->spilled_set_bytes);
+    EXPECT_EQ(r2->candidate_pairs, r1->candidate_pairs);
+    EXPECT_EQ(r2->verified_pairs, r1->verified_pairs);
+    EXPECT_EQ(r2->cluster_sizes, r1->cluster_sizes);
+    const std::string kept = OutputBytes(tmp.Join("big"));
+    EXPECT_FALSE(kept.empty());
+    EXPECT_EQ(OutputBytes(tmp.Join("tiny")), kept);
+    EXPECT_EQ(OutputBytes(tmp.Join("tiny/removed")), OutputBytes(tmp.Join("big/removed")));
+    // Every removed document points to an earlier one (here each has an edge to one).
+    for (const OutDoc& d : ReadOutput(tmp.Join("tiny/removed"))) {
+      const std::string dup = d.Field("duplicate_of");
+      ASSERT_EQ(dup.rfind(input + ":", 0), 0u) << dup;
+      EXPECT_LT(std::stoull(dup.substr(input.size() + 1)), d.doc.line) << d.raw;
+    }
+  }
+}
+
+// Wraps the clusters stage's spill of candidate sets ("...-sets.bin") to corrupt it, truncate it,
+// or record where it starts in the stream of appended bytes.
+class SpillTamperingEnv : public FaultInjectionEnv {
+ public:
+  enum class Mode { kNone, kFlipByte, kDropBytes };
+  SpillTamperingEnv(Env* base, Mode mode) : FaultInjectionEnv(base), mode_(mode) {}
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    auto f = FaultInjectionEnv::NewWritableFile(path);
+    if (!f.ok() || path.find("-sets.bin") == std::string::npos) return f;
+    spill_starts_at_ = appended_bytes();
+    return std::unique_ptr<WritableFile>(new File(std::move(*f), this));
+  }
+  int64_t spill_starts_at() const { return spill_starts_at_; }
+  uint64_t spill_bytes() const { return spill_bytes_; }
+
+ private:
+  class File : public WritableFile {
+   public:
+    File(std::unique_ptr<WritableFile> base, SpillTamperingEnv* env)
+        : base_(std::move(base)), env_(env) {}
+    absl::Status Append(std::string_view data) override {
+      env_->spill_bytes_ += data.size();
+      if (env_->mode_ == Mode::kNone || done_ || data.size() < 4096) return base_->Append(data);
+      done_ = true;
+      std::string bad(data);
+      if (env_->mode_ == Mode::kFlipByte) {
+        bad[bad.size() / 2] ^= 0x10;
+      } else {
+        bad.erase(bad.size() / 2, 40);
+      }
+      return base_->Append(bad);
+    }
+    absl::Status Flush() override { return base_->Flush(); }
+    absl::Status Sync() override { return base_->Sync(); }
+    absl::Status Close() override { return base_->Close(); }
+    uint64_t Size() const override { return base_->Size(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> base_;
+    SpillTamperingEnv* env_;
+    bool done_ = false;
+  };
+  Mode mode_;
+  int64_t spill_starts_at_ = -1;
+  uint64_t spill_bytes_ = 0;
+};
+
+TEST(Dedup, CorruptOrTruncatedVerificationSpillIsDataLoss) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(300)).ok());
+  for (auto mode : {SpillTamperingEnv::Mode::kFlipByte, SpillTamperingEnv::Mode::kDropBytes}) {
+    SpillTamperingEnv env(Env::Default(), mode);
+    const std::string out = tmp.Join(mode == SpillTamperingEnv::Mode::kFlipByte ? "flip" : "drop");
+    auto r = RunDedup(&env, {input}, out, DedupOptions{}, Quiet());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+    EXPECT_NE(std::string(r.status().message()).find("-sets.bin"), std::string::npos)
+        << r.status();
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+    EXPECT_FALSE(Env::Default()->FileExists(
+        JoinPath(out, ".dedup-work/clusters/edges-00000-of-00001.bin")));
+  }
+}
+
+TEST(Dedup, DiskFullDuringTheVerificationSpill) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(300)).ok());
+  int64_t start = 0;
+  uint64_t size = 0;
+  {
+    SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("ok"), DedupOptions{}, Quiet()).ok());
+    start = env.spill_starts_at();
+    size = env.spill_bytes();
+  }
+  ASSERT_GT(start, 0);
+  ASSERT_GT(size, 100000u);
+  SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
+  env.SetDiskSpace(start + static_cast<int64_t>(size / 2));
+  const std::string out = tmp.Join("full");
+  auto r = RunDedup(&env, {input}, out, DedupOptions{}, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // The buckets stage finished, the clusters stage published nothing, the spill is gone.
+  const std::string work = JoinPath(out, ".dedup-work");
+  EXPECT_TRUE(Env::Default()->FileExists(JoinPath(work, "buckets/pairs-00000-of-00001.bin")));
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(work, "clusters/edges-00000-of-00001.bin")));
+  auto left = Env::Default()->ListDir(JoinPath(work, "tmp"));
+  ASSERT_TRUE(left.ok());
+  for (const std::string& n : *left) EXPECT_EQ(n.find("-sets.bin"), std::string::npos) << n;
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+}
+
+TEST(SetsFile, RoundTripAndCorruption) {
+  TempDir tmp;
+  const std::string path = tmp.Join("sets.bin");
+  internal::FileHeader h;
+  h.kind = format::Kind::kShingleSets;
+  {
+    auto w = internal::FileWriter::Open(Env::Default(), path, h);
+    ASSERT_TRUE(w.ok());
+    std::string data;
+    internal::AppendSetRecord(&data, 7, {1, 2, 3});
+    internal::AppendSetRecord(&data, 9, {});
+    internal::AppendSetRecord(&data, 12, {5});
+    ASSERT_TRUE((*w)->AddSerialized(data, 3).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto read_all = [&]() -> absl::Status {
+    auto r = internal::FileReader::Open(Env::Default(), path, format::Kind::kShingleSets, 0);
+    if (!r.ok()) return r.status();
+    uint64_t key;
+    std::vector<uint64_t> v;
+    std::vector<std::pair<uint64_t, std::vector<uint64_t>>> got;
+    while (true) {
+      auto more = (*r)->NextSet(&key, &v);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      got.emplace_back(key, v);
+    }
+    using Sets = std::vector<std::pair<uint64_t, std::vector<uint64_t>>>;
+    EXPECT_EQ(got, (Sets{{7, {1, 2, 3}}, {9, {}}, {12, {5}}}));
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(read_all().ok());
+  const std::string good = *ReadFileToString(Env::Default(), path);
+  const size_t body = format::kHeaderSize;
+  // A value flipped: checksum. A count that runs past the end: named as such. Truncated: footer.
+  std::string bad = good;
+  bad[body + 16 + 8] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
+  absl::Status s = read_all();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(s.message()).find("checksum mismatch"), std::string::npos) << s;
+  bad = good;
+  bad[body + 8] = 100;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
+  s = read_all();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(s.message()).find("set record of 100 values"), std::string::npos) << s;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, good.substr(0, good.size() - 9)).ok());
+  EXPECT_EQ(read_all().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(Dedup, AllIdenticalCorpus) {
   TempDir tmp;
   Rng rng(3);
@@ -312,6 +516,16 @@ TEST(Dedup, AllIdenticalCorpus) {
   EXPECT_EQ(r->clusters, 1u);
   EXPECT_EQ(r->cluster_sizes.at(500), 1u);
   EXPECT_EQ(r->exact_pairs, 499u);  // a star from the first document, not 500 * 499 / 2
+  // The same under the smallest budget (1 MB), in two tasks per stage.
+  DedupOptions tiny;
+  tiny.memory_limit = 1 << 20;
+  tiny.split_bytes = 4 << 10;
+  auto t = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->removed_exact, 499u);
+  EXPECT_EQ(t->cluster_sizes, r->cluster_sizes);
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny")), OutputBytes(tmp.Join("out")));
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny/removed")), OutputBytes(tmp.Join("out/removed")));
 }
 
 TEST(Dedup, LineDedupRemovesLinesSharedByDocuments) {
@@ -414,6 +628,11 @@ TEST(Options, FromConfigAndValidation) {
   EXPECT_NE(std::string(e.status().message()).find("exceeds num_perm"), std::string::npos);
   auto badnorm = Config::FromString("[dedup]\nexact_normalize = \"nfkc\"\n", "t.toml");
   EXPECT_FALSE(DedupOptions::FromConfig(*badnorm).ok());
+  DedupOptions small;
+  small.memory_limit = 1 << 20;
+  EXPECT_TRUE(small.Validate().ok());
+  small.memory_limit = (1 << 20) - 1;
+  EXPECT_NE(std::string(small.Validate().message()).find("at least 1 MB"), std::string::npos);
 }
 
 }  // namespace

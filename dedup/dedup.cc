@@ -337,6 +337,15 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
   return c;
 }
 
+// How many input splits the stages that read documents (signatures, the verification spill,
+// filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
+// (split_bytes each), and at least one.
+size_t SplitWindow(const Ctx& c, int per_thread) {
+  const uint64_t by_budget = c.opt.memory_limit / 4 / c.opt.split_bytes;
+  const uint64_t by_threads = static_cast<uint64_t>(per_thread) * std::max(1, c.pool->size());
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min(by_budget, by_threads)));
+}
+
 // Global indices of the splits task `task` of `tasks` processes.
 std::vector<size_t> TaskSplitIndices(const Ctx& c, int task, int tasks) {
   std::vector<InputSplit> mine = SelectTaskSplits(c.splits, task, tasks);
@@ -507,7 +516,7 @@ absl::Status RunSignatures(Ctx& c) {
     std::vector<LineRecord> lines;
     uint64_t docs = 0, bad = 0, bytes = 0;
   };
-  const size_t window = static_cast<size_t>(std::max(2, 2 * c.pool->size()));
+  const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<SplitOut>(
       c.pool.get(), mine.size(), window,
       [&](size_t i) -> absl::StatusOr<SplitOut> {
@@ -723,7 +732,7 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
     std::string data;
     uint64_t records = 0;
   };
-  const size_t window = static_cast<size_t>(std::max(1, c.pool->size()));
+  const size_t window = SplitWindow(c, 1);
   return OrderedParallel<Out>(
       c.pool.get(), groups.size(), window,
       [&](size_t g) -> absl::StatusOr<Out> {
@@ -940,7 +949,7 @@ absl::Status RunClusters(Ctx& c) {
                                         c.Header(Kind::kShingleSets, 0,
                                                  c.opt.verify ? 0 : c.opt.num_perm)));
       const MinHasher hasher(c.opt.num_perm, c.opt.seed);
-      const size_t window = static_cast<size_t>(std::max(1, c.pool->size()));
+      const size_t window = SplitWindow(c, 1);
       std::atomic<uint64_t> bytes{0};
       std::vector<KeyGroup> groups;
       bool any = false;
@@ -1244,7 +1253,7 @@ absl::Status RunFilter(Ctx& c) {
     int reason = 0;
     uint64_t lines_removed = 0;
   };
-  const size_t window = static_cast<size_t>(std::max(2, 2 * c.pool->size()));
+  const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<std::vector<Out>>(
       c.pool.get(), mine.size(), window,
       [&](size_t i) -> absl::StatusOr<std::vector<Out>> {

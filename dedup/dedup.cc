@@ -158,6 +158,9 @@ absl::Status DedupOptions::Validate() const {
 
 DedupOptions DedupOptions::Resolved() const {
   DedupOptions o = *this;
+  // Splits small enough that the splits in flight fit a quarter of a small budget. Results do not
+  // depend on the split plan (keys order documents as the input does).
+  o.split_bytes = std::min<uint64_t>(o.split_bytes, std::max<uint64_t>(64 << 10, o.memory_limit / 32));
   if (o.bands == 0 || o.rows == 0) {
     LshParams p = OptimalLshParams(o.threshold, o.num_perm);
     o.bands = p.bands;
@@ -609,9 +612,10 @@ absl::Status RunBuckets(Ctx& c) {
   const uint32_t rec_size = SigRecordSize(c);
   ASSIGN_OR_RETURN(auto sig_readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
                                              Kind::kSignatures, rec_size));
-  // Half the budget for the bucket records, a quarter for the pairs.
+  // A quarter of the budget for the bucket records, an eighth for the pairs (the rest is the
+  // process itself, the readers and writers, and the allocator's slack).
   internal::ExternalSorter<BucketRecord> sorter(
-      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 2);
+      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4);
   std::vector<char> rec(rec_size);
   const int bands = c.opt.near ? c.opt.bands : 0;
   const int rows = c.opt.rows;
@@ -654,7 +658,7 @@ absl::Status RunBuckets(Ctx& c) {
     }
   }
   internal::ExternalSorter<PairRecord> pairs(c.env, tmp, absl::StrFormat("pairs-%05d", J),
-                                             c.opt.memory_limit / 4);
+                                             c.opt.memory_limit / 8);
   ASSIGN_OR_RETURN(auto lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("duplines", J, M)),
                                                   c.Header(Kind::kDupLines, sizeof(LineRecord))));
   // Groups of equal (tag, hi, lo): for exact and band groups, a star of pairs from the group's
@@ -922,7 +926,7 @@ absl::Status RunClusters(Ctx& c) {
       }
     }
     internal::ExternalSorter<uint64_t> keys(c.env, tmp, absl::StrFormat("ckeys-%05d", K),
-                                            budget / 4);
+                                            budget / 8);
     ASSIGN_OR_RETURN(auto pairs_w, FileWriter::Open(c.env, pairs_path,
                                                     c.Header(Kind::kPairs, sizeof(PairRecord))));
     bool have = false;
@@ -980,11 +984,13 @@ absl::Status RunClusters(Ctx& c) {
                    FileReader::Open(c.env, pairs_path, Kind::kPairs, sizeof(PairRecord)));
   ASSIGN_OR_RETURN(auto edges_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("edges", K, L)),
                                                   c.Header(Kind::kEdges, sizeof(EdgeRecord))));
-  // Per pair in a block: the record, its similarity, two u32 indices and a share of a_keys/a_span.
-  const size_t block_cap = static_cast<size_t>(std::max<uint64_t>(1024, budget / 8 / 64));
+  // Per pair in a block: the record, its similarity, two u32 indices and a share of a_keys/a_span
+  // (64 bytes): a sixteenth of the budget; the first documents' sets an eighth, the batch of second
+  // documents' sets a sixteenth.
+  const size_t block_cap = static_cast<size_t>(std::max<uint64_t>(1024, budget / 16 / 64));
   VerifyBuffers buf;
-  buf.a_words = budget / 4 / 8;
-  buf.b_words = budget / 8 / 8;
+  buf.a_words = budget / 8 / 8;
+  buf.b_words = budget / 16 / 8;
   std::vector<PairRecord> block;
   block.reserve(block_cap);
   std::vector<double> sims;

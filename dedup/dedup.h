@@ -83,6 +83,8 @@ struct DedupOptions {
   // unless keep_work.
   std::string work_dir;
   bool keep_work = false;
+  // Input split size (at most memory_limit / 16, at least 64 KB, after Resolved()). Outputs do not
+  // depend on it.
   uint64_t split_bytes = 16ull << 20;
   InputOptions input;
   OutputOptions output;
@@ -94,7 +96,7 @@ struct DedupOptions {
   static absl::StatusOr<DedupOptions> FromConfig(const Config& config);
   // InvalidArgument naming the bad option.
   absl::Status Validate() const;
-  // bands/rows resolved (automatic choice applied).
+  // bands/rows resolved (automatic choice applied), split_bytes capped by the budget.
   DedupOptions Resolved() const;
 };
 

@@ -328,11 +328,11 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
     EXPECT_GT(r1->removed_near, 1000u);
     EXPECT_EQ(r1->removed_exact, 2400u);  // the second copies
     DedupOptions tiny = big;
-    tiny.memory_limit = 1 << 20;  // blocks of 2048 pairs, a 256 KB cache: ~320 KB of first sets
+    tiny.memory_limit = 1 << 20;  // blocks of 1024 pairs, a 128 KB cache: ~160 KB of first sets
     auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
     ASSERT_TRUE(r2.ok()) << r2.status();
     // More scans than blocks of pairs: first documents that did not fit waited for a later scan.
-    const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 2047) / 2048;
+    const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 1023) / 1024;
     EXPECT_GE(blocks, 2u);
     EXPECT_GT(r2->verify_passes, blocks);
     EXPECT_GT(r2->spilled_set_bytes, uint64_t{1} << 20);

@@ -928,7 +928,8 @@ absl::Status RunClusters(Ctx& c) {
     internal::ExternalSorter<uint64_t> keys(c.env, tmp, absl::StrFormat("ckeys-%05d", K),
                                             budget / 8);
     ASSIGN_OR_RETURN(auto pairs_w, FileWriter::Open(c.env, pairs_path,
-                                                    c.Header(Kind::kPairs, sizeof(PairRecord))));
+                                                    c.Header(Kind::kPairs, sizeof(PairRecord)),
+                                                    /*sync=*/false));
     bool have = false;
     PairRecord prev{};
     RETURN_IF_ERROR(sorter.Finish([&](const PairRecord& p) -> absl::Status {
@@ -951,7 +952,8 @@ absl::Status RunClusters(Ctx& c) {
       ASSIGN_OR_RETURN(auto sets_w,
                        FileWriter::Open(c.env, sets_path,
                                         c.Header(Kind::kShingleSets, 0,
-                                                 c.opt.verify ? 0 : c.opt.num_perm)));
+                                                 c.opt.verify ? 0 : c.opt.num_perm),
+                                        /*sync=*/false));
       const MinHasher hasher(c.opt.num_perm, c.opt.seed);
       const size_t window = SplitWindow(c, 1);
       std::atomic<uint64_t> bytes{0};

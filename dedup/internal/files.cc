@@ -42,10 +42,11 @@ FileWriter::~FileWriter() {
 }
 
 absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::string path,
-                                                             const FileHeader& header) {
+                                                             const FileHeader& header, bool sync) {
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   ASSIGN_OR_RETURN(auto file, env->NewWritableFile(tmp));
   std::unique_ptr<FileWriter> w(new FileWriter(env, std::move(path), std::move(file)));
+  w->sync_ = sync;
   std::string h(format::kMagic, sizeof(format::kMagic));
   PutU32(&h, format::kVersion);
   PutU32(&h, static_cast<uint32_t>(header.kind));
@@ -90,7 +91,7 @@ absl::Status FileWriter::Finish() {
   f.append(format::kFooterMagic, sizeof(format::kFooterMagic));
   buffer_.append(f);
   RETURN_IF_ERROR(FlushBuffer());
-  RETURN_IF_ERROR(file_->Sync());
+  if (sync_) RETURN_IF_ERROR(file_->Sync());
   RETURN_IF_ERROR(file_->Close());
   RETURN_IF_ERROR(env_->RenameFile(tmp_path_, path_));
   finished_ = true;

@@ -30,12 +30,14 @@ struct FileHeader {
   uint64_t fingerprint = 0;  // of the input plan and the options that shape this file
 };
 
-// Writes `path` under a temporary name; Finish() appends the footer, syncs, renames. A writer
-// destroyed without Finish() removes its temporary file. Not thread-safe.
+// Writes `path` under a temporary name; Finish() appends the footer, syncs (unless opened with
+// sync = false: scratch files that no later run reads, such as sort runs and verification spills),
+// renames. A writer destroyed without Finish() removes its temporary file. Not thread-safe.
 class FileWriter {
  public:
   static absl::StatusOr<std::unique_ptr<FileWriter>> Open(Env* env, std::string path,
-                                                          const FileHeader& header);
+                                                          const FileHeader& header,
+                                                          bool sync = true);
   ~FileWriter();
   absl::Status Append(const void* data, size_t size);
   template <typename T>
@@ -69,6 +71,7 @@ class FileWriter {
   std::string buffer_;
   uint64_t records_ = 0;
   uint64_t bytes_ = 0;
+  bool sync_ = true;
   bool finished_ = false;
 };
 
@@ -226,7 +229,7 @@ class ExternalSorter {
     FileHeader h;
     h.kind = format::Kind::kRun;
     h.record_size = sizeof(T);
-    auto w = FileWriter::Open(env_, path, h);
+    auto w = FileWriter::Open(env_, path, h, /*sync=*/false);
     if (!w.ok()) return w.status();
     for (const T& r : buffer_) {
       absl::Status s = (*w)->Add(r);

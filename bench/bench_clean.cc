@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/corpus_sample.h"
 #include "bench/registry.h"
 #include "clean/cleaner.h"
 #include "clean/run_clean.h"
@@ -118,6 +119,12 @@ BenchRunner Setup(CLI::App* app) {
     if (f->spm_model.empty()) {
       f->spm_model = FirstExisting(
           {"../shared/corpus/tokenizers/sentencepiece-test-unigram-1k/test_model.model"});
+    }
+    if (opt.quick) {  // --quick (grist bench all): the first 4 MiB of text of the corpus
+      ASSIGN_OR_RETURN(std::string dir, ScratchDir("", "clean"));
+      ASSIGN_OR_RETURN(CorpusSample s,
+                       WriteCorpusSample(f->inputs, JoinPath(dir, "quick.jsonl"), 4ull << 20));
+      f->inputs = {s.path};
     }
     int max_threads = f->max_threads > 0 ? f->max_threads : NumCpus();
     Report report("clean", opt);

@@ -263,7 +263,18 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--python", f->python, "Python with torch and numpy for the DataLoader peer");
   app->add_option("--baseline-workers", f->baseline_workers, "DataLoader num_workers to measure");
-  return [f]() { return Run(*f); };
+  return [f]() {
+    // --quick (grist bench all): a smaller synthetic release, shorter measurements, fewer peers.
+    // Values given on the command line are kept.
+    if (f->options.quick) {
+      LoaderBenchFlags d;
+      if (f->samples == d.samples) f->samples = 1024;
+      if (f->seconds == d.seconds) f->seconds = 0.3;
+      if (f->step_batches == d.step_batches) f->step_batches = 10;
+      if (f->baseline_workers == d.baseline_workers) f->baseline_workers = "0,2";
+    }
+    return Run(*f);
+  };
 }
 
 GRIST_REGISTER_BENCH(loader, "loader",

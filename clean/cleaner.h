@@ -112,7 +112,7 @@ struct CleanOptions {
   InputOptions input;
   OutputOptions output;
   FileErrorPolicy on_file_error = FileErrorPolicy::kStop;
-  uint64_t split_bytes = 32ull << 20;  // PlanSplits target; output never depends on it vs threads
+  uint64_t split_bytes = 32ull << 20;  // largest split (BalancedSplitBytes); never changes the output
 
   // Reads section "clean.*" (docs/clean.md lists every key). Unknown values of enumerations are
   // InvalidArgument naming the key.

@@ -331,7 +331,8 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   if (output_dir.empty()) return absl::InvalidArgumentError("clean: no output directory given");
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
   ThreadPool pool(run.threads);
-  ASSIGN_OR_RETURN(std::vector<InputSplit> all, PlanSplits(env, files, options.split_bytes, &pool));
+  ASSIGN_OR_RETURN(std::vector<InputSplit> all,
+                   PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
 
   const std::string prefix = TaskPrefix(run.task, run.tasks);

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -27,6 +28,22 @@ struct Buffer {
   size_t size;
 };
 constexpr size_t kMaxErrorText = 64 << 10;
+
+// The frame index of a part (docs/formats/documents.md): a zstd skippable frame at the end,
+//   magic u32 | size u32 | entry* | count u32 | xxh3-64 u64 of (entries, count) | "GRISTIDX"
+//   entry = compressed-bytes u64 | records u64          (all little-endian)
+constexpr uint32_t kIndexFrameMagic = 0x184D2A5B;   // one of zstd's skippable-frame magics
+constexpr char kIndexTag[8] = {'G', 'R', 'I', 'S', 'T', 'I', 'D', 'X'};
+constexpr uint64_t kIndexEntryBytes = 16, kIndexTailBytes = 20;
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+uint64_t GetLe(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -84,14 +101,68 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
   return out;
 }
 
+absl::StatusOr<std::optional<std::vector<ZstdFrame>>> ReadZstdFrameIndex(const RandomAccessFile& file) {
+  const uint64_t size = file.Size();
+  std::optional<std::vector<ZstdFrame>> none;
+  if (size < 8 + kIndexTailBytes) return none;
+  char tail[kIndexTailBytes];
+  ASSIGN_OR_RETURN(size_t got, file.ReadAt(size - kIndexTailBytes, tail, kIndexTailBytes));
+  if (got != kIndexTailBytes || std::memcmp(tail + 12, kIndexTag, 8) != 0) return none;
+  const uint64_t count = GetLe(tail, 4);
+  const uint64_t content = count * kIndexEntryBytes + kIndexTailBytes;
+  if (count == 0 || content + 8 > size) return none;
+  const uint64_t frame_start = size - 8 - content;
+  std::string body(8 + content, '\0');
+  ASSIGN_OR_RETURN(got, file.ReadAt(frame_start, body.data(), body.size()));
+  if (got != body.size() || GetLe(body.data(), 4) != kIndexFrameMagic ||
+      GetLe(body.data() + 4, 4) != content ||
+      Hash64(body.data() + 8, count * kIndexEntryBytes + 4) != GetLe(body.data() + 8 + content - 16, 8)) {
+    return none;
+  }
+  std::vector<ZstdFrame> frames(count);
+  uint64_t offset = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const char* e = body.data() + 8 + i * kIndexEntryBytes;
+    frames[i] = {offset, GetLe(e, 8), GetLe(e + 8, 8)};
+    if (frames[i].bytes == 0 || frames[i].bytes > frame_start - offset) return none;
+    offset += frames[i].bytes;
+  }
+  if (offset != frame_start) return none;  // the frames must tile the file up to the index
+  return std::optional<std::vector<ZstdFrame>>(std::move(frames));
+}
+
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
                                                    uint64_t target_bytes, ThreadPool* pool) {
   if (target_bytes == 0) target_bytes = 64ull << 20;
   std::vector<InputSplit> splits;
   for (size_t i = 0; i < files.size(); ++i) {
     const InputFile& f = files[i];
-    if (f.format != InputFormat::kJsonl || f.size <= target_bytes) {
+    if (f.size <= target_bytes || (f.format != InputFormat::kJsonl && f.format != InputFormat::kJsonlZstd)) {
       splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+      continue;
+    }
+    if (f.format == InputFormat::kJsonlZstd) {
+      // A part with a frame index splits at frame boundaries; records never cross frames, and the
+      // index's record counts give each split its absolute line numbers.
+      ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(f.path));
+      ASSIGN_OR_RETURN(auto frames, ReadZstdFrameIndex(*rf));
+      if (!frames) {
+        splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+        continue;
+      }
+      uint64_t begin = 0, bytes = 0, lines = 0, lines_before = 0;
+      for (size_t k = 0; k < frames->size(); ++k) {
+        const ZstdFrame& fr = (*frames)[k];
+        bytes += fr.bytes;
+        lines += fr.records;
+        if (bytes >= target_bytes || k + 1 == frames->size()) {
+          const bool last = k + 1 == frames->size();
+          splits.push_back({i, begin, last ? UINT64_MAX : fr.offset + fr.bytes, bytes, lines_before});
+          begin = fr.offset + fr.bytes;
+          lines_before += lines;
+          bytes = lines = 0;
+        }
+      }
       continue;
     }
     for (uint64_t b = 0; b < f.size; b += target_bytes) {
@@ -99,12 +170,15 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
       splits.push_back({i, b, e == f.size ? UINT64_MAX : e, e - b, 0});
     }
   }
-  // Count newlines inside each byte-range split so each reader knows its absolute line numbers.
+  // Count newlines inside each byte-range split of plain JSONL so each reader knows its absolute
+  // line numbers.
+  auto counted = [&](const InputSplit& s) {
+    return files[s.file_index].format == InputFormat::kJsonl && (s.begin > 0 || s.end != UINT64_MAX);
+  };
   std::vector<uint64_t> counts(splits.size(), 0);
   RETURN_IF_ERROR(ParallelFor(pool, splits.size(), [&](size_t k) -> absl::Status {
     const InputSplit& s = splits[k];
-    bool ranged = s.begin > 0 || s.end != UINT64_MAX;
-    if (!ranged) return absl::OkStatus();
+    if (!counted(s)) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
                      env->NewRandomAccessFile(files[s.file_index].path));
     Buffer buf(kReadChunk);
@@ -120,11 +194,18 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
     return absl::OkStatus();
   }));
   for (size_t k = 1; k < splits.size(); ++k) {
-    if (splits[k].file_index == splits[k - 1].file_index && splits[k].begin > 0) {
+    if (counted(splits[k]) && splits[k].file_index == splits[k - 1].file_index && splits[k].begin > 0) {
       splits[k].newlines_before = splits[k - 1].newlines_before + counts[k - 1];
     }
   }
   return splits;
+}
+
+uint64_t BalancedSplitBytes(const std::vector<InputFile>& files, uint64_t max_split_bytes, int tasks) {
+  uint64_t total = 0;
+  for (const InputFile& f : files) total += f.size;
+  const uint64_t balanced = total / (static_cast<uint64_t>(std::max(1, tasks)) * kSplitsPerTask);
+  return std::min(max_split_bytes, std::max(kMinBalancedSplitBytes, balanced));
 }
 
 std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks) {
@@ -149,6 +230,24 @@ std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, 
 
 namespace {
 
+// Reads bytes [begin, end) of a file sequentially (a split of an indexed zstd part).
+class RangeFile : public SequentialFile {
+ public:
+  RangeFile(std::unique_ptr<RandomAccessFile> f, uint64_t begin, uint64_t end)
+      : f_(std::move(f)), pos_(begin), end_(std::min<uint64_t>(end, f_->Size())) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    if (pos_ >= end_) return size_t{0};
+    ASSIGN_OR_RETURN(size_t got, f_->ReadAt(pos_, buf, std::min<uint64_t>(n, end_ - pos_)));
+    pos_ += got;
+    return got;
+  }
+  const std::string& path() const override { return f_->path(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> f_;
+  uint64_t pos_, end_;
+};
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
@@ -171,34 +270,74 @@ class RawSource : public ByteSource {
   // Extends the readable range to the end of the file (a split's last line may cross its end).
   void ExtendToEof() { end_ = f_->Size(); }
   uint64_t pos() const { return pos_; }
+  // Continues reading at `p` (only before the first Read of a LineReader over this source).
+  void Seek(uint64_t p) { pos_ = p; }
 
  private:
   std::unique_ptr<RandomAccessFile> f_;
   uint64_t pos_, end_, begin_;
 };
 
-class GzipSource : public ByteSource {
+// A decompressing source: reads the compressed file in chunks and decodes into the caller's buffer.
+// A damaged stream hands back what was decoded before the damage first; the error comes with the
+// next Read, so every line before the damage still reaches the caller.
+class DecodingSource : public ByteSource {
  public:
-  GzipSource(std::unique_ptr<SequentialFile> f) : f_(std::move(f)), in_(kReadChunk) {
+  DecodingSource(std::unique_ptr<SequentialFile> f, size_t chunk) : f_(std::move(f)), in_(chunk) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) final {
+    if (!pending_.ok()) return pending_;
+    if (done_) return size_t{0};
+    size_t produced = 0;
+    absl::Status s = Decode(buf, n, &produced);
+    if (s.ok()) return produced;
+    if (produced == 0) return s;
+    pending_ = std::move(s);
+    return produced;
+  }
+  uint64_t consumed() const final { return consumed_; }
+
+ protected:
+  // Decodes up to n bytes into buf, setting *produced; sets done_ at the clean end of the input.
+  virtual absl::Status Decode(char* buf, size_t n, size_t* produced) = 0;
+  // The next chunk of compressed input (0 bytes at the end of the file).
+  absl::StatusOr<size_t> Refill() {
+    ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
+    consumed_ += got;
+    return got;
+  }
+  absl::Status Corrupt(const std::string& what) const {
+    return absl::DataLossError(absl::StrCat(f_->path(), ": ", what));
+  }
+  std::unique_ptr<SequentialFile> f_;
+  Buffer in_;
+  bool done_ = false;
+
+ private:
+  absl::Status pending_;
+  uint64_t consumed_ = 0;
+};
+
+class GzipSource : public DecodingSource {
+ public:
+  GzipSource(std::unique_ptr<SequentialFile> f) : DecodingSource(std::move(f), kReadChunk) {
     std::memset(&z_, 0, sizeof(z_));
     init_ok_ = inflateInit2(&z_, 15 + 32) == Z_OK;  // gzip or zlib header, auto-detected
   }
   ~GzipSource() override { inflateEnd(&z_); }
-  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
     if (!init_ok_) return absl::InternalError(absl::StrCat(f_->path(), ": zlib init failed"));
-    if (!pending_.ok()) return pending_;
-    if (done_) return size_t{0};
     z_.next_out = reinterpret_cast<Bytef*>(buf);
     z_.avail_out = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    const size_t want = z_.avail_out;
+    absl::Status s;
     while (z_.avail_out > 0) {
       if (z_.avail_in == 0) {
-        ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
-        consumed_ += got;
+        ASSIGN_OR_RETURN(size_t got, Refill());
         if (got == 0) {
-          if (in_stream_) {
-            return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": truncated gzip stream")), n);
-          }
-          done_ = true;
+          if (in_stream_) s = Corrupt("truncated gzip stream");
+          else done_ = true;
           break;
         }
         z_.next_in = reinterpret_cast<Bytef*>(in_.data());
@@ -210,82 +349,53 @@ class GzipSource : public ByteSource {
         in_stream_ = false;
         inflateReset(&z_);  // concatenated members continue
       } else if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_MEM_ERROR) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt gzip data (",
-                                                     z_.msg ? z_.msg : "inflate error", ")")), n);
+        s = Corrupt(absl::StrCat("corrupt gzip data (", z_.msg ? z_.msg : "inflate error", ")"));
+        break;
       } else if (r == Z_BUF_ERROR && z_.avail_in != 0) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt gzip data")), n);
+        s = Corrupt("corrupt gzip data");
+        break;
       }
     }
-    return n - z_.avail_out;
+    *produced = want - z_.avail_out;
+    return s;
   }
-  uint64_t consumed() const override { return consumed_; }
-
- private:
-  // Hands back what was decoded before the failure first; the error comes with the next Read, so
-  // every line before the damage still reaches the caller.
-  absl::StatusOr<size_t> Fail(absl::Status s, size_t n) {
-    size_t produced = n - z_.avail_out;
-    if (produced == 0) return s;
-    pending_ = std::move(s);
-    return produced;
-  }
-  std::unique_ptr<SequentialFile> f_;
-  Buffer in_;
-  absl::Status pending_;
   z_stream z_;
-  bool init_ok_ = false, done_ = false, in_stream_ = false;
-  uint64_t consumed_ = 0;
+  bool init_ok_ = false, in_stream_ = false;
 };
 
-class ZstdSource : public ByteSource {
+class ZstdSource : public DecodingSource {
  public:
   ZstdSource(std::unique_ptr<SequentialFile> f)
-      : f_(std::move(f)), in_(ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
+      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
   ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
-  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
-    if (!pending_.ok()) return pending_;
-    if (done_) return size_t{0};
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
     ZSTD_outBuffer out{buf, n, 0};
+    absl::Status s;
     while (out.pos < out.size) {
       if (input_.pos == input_.size) {
-        ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
-        consumed_ += got;
+        ASSIGN_OR_RETURN(size_t got, Refill());
         if (got == 0) {
-          if (frame_open_) {
-            return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": truncated zstd stream")),
-                        out.pos);
-          }
-          done_ = true;
+          if (frame_open_) s = Corrupt("truncated zstd stream");
+          else done_ = true;
           break;
         }
         input_ = ZSTD_inBuffer{in_.data(), got, 0};
       }
       size_t r = ZSTD_decompressStream(dctx_, &out, &input_);
       if (ZSTD_isError(r)) {
-        return Fail(absl::DataLossError(absl::StrCat(f_->path(), ": corrupt zstd data (",
-                                                     ZSTD_getErrorName(r), ")")),
-                    out.pos);
+        s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
+        break;
       }
       frame_open_ = r != 0;
     }
-    return out.pos;
+    *produced = out.pos;
+    return s;
   }
-  uint64_t consumed() const override { return consumed_; }
-
- private:
-  // As GzipSource::Fail: decoded bytes first, the error on the next Read.
-  absl::StatusOr<size_t> Fail(absl::Status s, size_t produced) {
-    if (produced == 0) return s;
-    pending_ = std::move(s);
-    return produced;
-  }
-  std::unique_ptr<SequentialFile> f_;
-  Buffer in_;
-  absl::Status pending_;
   ZSTD_DCtx* dctx_;
   ZSTD_inBuffer input_{nullptr, 0, 0};
-  bool done_ = false, frame_open_ = false;
-  uint64_t consumed_ = 0;
+  bool frame_open_ = false;
 };
 
 // Splits a byte source into lines ('\n'-terminated; a final line without '\n' counts). Lines longer
@@ -415,22 +525,39 @@ class JsonlReader : public RecordReader {
     if (raw_ == nullptr) return absl::OkStatus();
     // Lines are read whole even when they cross the split's end; Next() stops at the first line
     // that starts at or after `end`.
-    raw_->ExtendToEof();
-    if (split_.begin == 0) return absl::OkStatus();
+    if (split_.begin == 0) {
+      raw_->ExtendToEof();
+      return absl::OkStatus();
+    }
     // A byte-range split starts at the first line beginning at or after `begin`. The source is
-    // positioned at begin - 1: skip through the first newline. If that newline lies at or after
-    // `begin`, it is one more line before ours than newlines_before counts.
-    std::string_view line;
-    uint64_t raw_bytes;
-    bool over;
-    ASSIGN_OR_RETURN(bool more, lines_.Next(&line, &raw_bytes, &over));
-    (void)more;
-    if (raw_bytes > 1) ++line_no_;
-    skipped_ = raw_bytes > 0 ? raw_bytes - 1 : 0;
+    // positioned at begin - 1: find the first newline there, looking no further than the split's
+    // end (a split inside one long line holds no line start; scanning on to the line's end would
+    // make a long line cost every split it spans). If that newline lies at or after `begin`, it is
+    // one more line before ours than newlines_before counts.
+    Buffer buf(64 << 10);
+    uint64_t pos = raw_->pos();
+    while (true) {
+      ASSIGN_OR_RETURN(size_t got, raw_->Read(buf.data(), buf.size));
+      if (got == 0) {  // no line starts in this split
+        empty_ = true;
+        return absl::OkStatus();
+      }
+      const char* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', got));
+      if (nl != nullptr) {
+        pos += static_cast<uint64_t>(nl - buf.data());
+        break;
+      }
+      pos += got;
+    }
+    if (pos >= split_.begin) ++line_no_;
+    skipped_ = pos + 1 - split_.begin;
+    raw_->Seek(pos + 1);
+    raw_->ExtendToEof();
     return absl::OkStatus();
   }
 
   absl::StatusOr<bool> Next(Document* doc) override {
+    if (empty_) return false;
     while (true) {
       if (raw_ != nullptr && split_.end != UINT64_MAX) {
         // Stop once the next line would start at or after the split's end.
@@ -555,6 +682,7 @@ class JsonlReader : public RecordReader {
   uint64_t line_no_ = 0;
   uint64_t skipped_ = 0;
   uint64_t consumed_in_lines_ = 0;
+  bool empty_ = false;  // the split holds no line start
   simdjson::dom::parser parser_;
   std::string padded_, repaired_, meta_;
 };
@@ -684,8 +812,17 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
     }
     case InputFormat::kJsonlZstd:
     case InputFormat::kTextZstd: {
-      if (ranged) return absl::InvalidArgumentError(absl::StrCat(file.path, ": compressed files cannot be split"));
-      ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, env->NewSequentialFile(file.path));
+      std::unique_ptr<SequentialFile> f;
+      if (ranged) {
+        // A split of an indexed part (PlanSplits): whole frames, so whole records.
+        if (file.format != InputFormat::kJsonlZstd || split.end <= split.begin) {
+          return absl::InvalidArgumentError(absl::StrCat(file.path, ": this file cannot be split"));
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(file.path));
+        f = std::make_unique<RangeFile>(std::move(rf), split.begin, split.end);
+      } else {
+        ASSIGN_OR_RETURN(f, env->NewSequentialFile(file.path));
+      }
       src = std::make_unique<ZstdSource>(std::move(f));
       break;
     }
@@ -751,9 +888,12 @@ class ZstdRecordWriter : public RecordWriter {
     RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
     const uint64_t size = record.size() + 1;
     part_raw_ += size;
+    frame_raw_ += size;
     ++part_records_;
+    ++frame_records_;
     ++records_;
-    if (part_raw_ >= opts_.part_bytes) RETURN_IF_ERROR(EndPart());
+    if (part_raw_ >= opts_.part_bytes) return EndPart();
+    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
     return absl::OkStatus();
   }
 
@@ -777,9 +917,35 @@ class ZstdRecordWriter : public RecordWriter {
     ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_and_parameters);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, opts_.zstd_level);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    part_raw_ = 0;
-    part_records_ = 0;
+    part_raw_ = part_records_ = part_compressed_ = 0;
+    frame_raw_ = frame_records_ = frame_start_ = 0;
+    index_.clear();
     return absl::OkStatus();
+  }
+
+  // Ends the current zstd frame (the next record starts a new, independent one) and notes it in the
+  // part's frame index.
+  absl::Status EndFrame() {
+    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
+    PutLe(&index_, part_compressed_ - frame_start_, 8);
+    PutLe(&index_, frame_records_, 8);
+    frame_start_ = part_compressed_;
+    frame_raw_ = frame_records_ = 0;
+    return absl::OkStatus();
+  }
+
+  // The frame index as a skippable frame (zstd readers skip it).
+  std::string IndexFrame() const {
+    const uint64_t count = index_.size() / kIndexEntryBytes;
+    std::string content = index_;
+    PutLe(&content, count, 4);
+    const uint64_t h = Hash64(content.data(), content.size());
+    PutLe(&content, h, 8);
+    content.append(kIndexTag, 8);
+    std::string frame;
+    PutLe(&frame, kIndexFrameMagic, 4);
+    PutLe(&frame, content.size(), 4);
+    return frame + content;
   }
 
   absl::Status Compress(std::string_view data, ZSTD_EndDirective mode) {
@@ -791,13 +957,15 @@ class ZstdRecordWriter : public RecordWriter {
         return absl::InternalError(absl::StrCat(tmp_path_, ": zstd: ", ZSTD_getErrorName(r)));
       }
       if (out.pos) RETURN_IF_ERROR(file_->Append(std::string_view(out_buf_.data(), out.pos)));
+      part_compressed_ += out.pos;
       bool done = mode == ZSTD_e_end ? r == 0 : in.pos == in.size;
       if (done) return absl::OkStatus();
     }
   }
 
   absl::Status EndPart() {
-    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
+    if (frame_records_ > 0) RETURN_IF_ERROR(EndFrame());
+    RETURN_IF_ERROR(file_->Append(IndexFrame()));
     RETURN_IF_ERROR(file_->Sync());
     RETURN_IF_ERROR(file_->Close());
     uint64_t size = file_->Size();
@@ -815,7 +983,9 @@ class ZstdRecordWriter : public RecordWriter {
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
   std::vector<PartInfo> parts_;
-  uint64_t part_raw_ = 0, part_records_ = 0, records_ = 0;
+  uint64_t part_raw_ = 0, part_records_ = 0, part_compressed_ = 0, records_ = 0;
+  uint64_t frame_raw_ = 0, frame_records_ = 0, frame_start_ = 0;
+  std::string index_;  // the frame index entries of the current part
   bool finished_ = false;
 };
 

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,7 @@
 namespace grist {
 
 class Env;
+class RandomAccessFile;
 class ThreadPool;
 
 struct Document {
@@ -107,6 +109,14 @@ struct InputSplit {
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
                                                    uint64_t target_bytes,
                                                    ThreadPool* pool = nullptr);
+// The split size to plan with: `max_split_bytes`, or less, so that each task's slice holds about
+// kSplitsPerTask splits (its threads then stay busy to the end: a thread idles at most one split's
+// time), but not below kMinBalancedSplitBytes unless `max_split_bytes` itself is smaller. It depends
+// on the inputs and the task count only, never on the thread count, so every task of an array plans
+// the same splits. Split sizes never change a stage's output, which is emitted in input order.
+inline constexpr uint64_t kSplitsPerTask = 256;
+inline constexpr uint64_t kMinBalancedSplitBytes = 64ull << 10;
+uint64_t BalancedSplitBytes(const std::vector<InputFile>& files, uint64_t max_split_bytes, int tasks);
 // The splits task `task` of `tasks` processes: a contiguous run balanced by bytes. Deterministic.
 std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks);
 
@@ -128,8 +138,23 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
 struct OutputOptions {
   // A new part starts once the current one holds this many uncompressed bytes.
   uint64_t part_bytes = 256ull << 20;
+  // A part is a sequence of independent zstd frames of about this many uncompressed bytes (ending
+  // at record boundaries), listed in a frame index at the end of the part, so readers can split a
+  // part for parallel work (docs/formats/documents.md).
+  uint64_t frame_bytes = 1ull << 20;
   int zstd_level = 3;
 };
+
+// One zstd frame of a part, from the part's frame index.
+struct ZstdFrame {
+  uint64_t offset = 0;   // byte offset of the frame in the file
+  uint64_t bytes = 0;    // compressed bytes
+  uint64_t records = 0;  // lines (records) in the frame
+};
+// The frame index at the end of a part written by RecordWriter, validated against the file (size,
+// checksum, frames tiling the file up to the index). nullopt when the file has none or it does not
+// validate (the file is then read whole, as any zstd file).
+absl::StatusOr<std::optional<std::vector<ZstdFrame>>> ReadZstdFrameIndex(const RandomAccessFile& file);
 
 struct PartInfo {
   std::string path;

@@ -18,23 +18,12 @@ import sys
 import tempfile
 
 import torch
-import torch.nn.functional as F
 
 import grist
 from grist.loader import write_synthetic_release
 
-
-class TinyLM(torch.nn.Module):
-    def __init__(self, vocab, dim=64):
-        super().__init__()
-        self.emb = torch.nn.Embedding(vocab, dim)
-        self.pos = torch.nn.Embedding(4096, dim)
-        self.mix = torch.nn.Linear(dim, dim)
-        self.out = torch.nn.Linear(dim, vocab)
-
-    def forward(self, input_ids, position_ids):
-        h = self.emb(input_ids) + self.pos(position_ids)
-        return self.out(torch.tanh(self.mix(h)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train import TinyLM, masked_loss  # noqa: E402  (the same model and loss as train.py)
 
 
 def make(args, vocab):
@@ -55,11 +44,7 @@ def train(model, opt, loader, steps, vocab):
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for _ in range(loader.micro_batches_per_step):
-            b = next(it)
-            logits = model(b["input_ids"] % vocab, b["position_ids"])
-            loss = F.cross_entropy(logits.reshape(-1, vocab), (b["labels"] % vocab).reshape(-1),
-                                   reduction="none")
-            loss = (loss * b["loss_mask"].reshape(-1)).sum() / b["loss_mask"].sum().clamp(min=1)
+            loss = masked_loss(model, next(it), vocab)
             (loss / loader.micro_batches_per_step).backward()
             total += loss.item() / loader.micro_batches_per_step
         opt.step()

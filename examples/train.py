@@ -31,7 +31,9 @@ VOCAB = 512  # the tiny model folds token ids into a small vocabulary
 
 
 class TinyLM(torch.nn.Module):
-    def __init__(self, vocab, dim):
+    """A tiny causal LM (also used by loader_resume.py)."""
+
+    def __init__(self, vocab, dim=64):
         super().__init__()
         self.emb = torch.nn.Embedding(vocab, dim)
         self.pos = torch.nn.Embedding(4096, dim)
@@ -41,6 +43,14 @@ class TinyLM(torch.nn.Module):
     def forward(self, input_ids, position_ids):
         h = self.emb(input_ids) + self.pos(position_ids)
         return self.out(torch.tanh(self.mix(h)))
+
+
+def masked_loss(model, batch, vocab):
+    """Mean next-token cross entropy over the positions the batch's loss_mask keeps."""
+    logits = model(batch["input_ids"] % vocab, batch["position_ids"])
+    loss = F.cross_entropy(logits.reshape(-1, vocab), (batch["labels"] % vocab).reshape(-1),
+                           reduction="none")
+    return (loss * batch["loss_mask"].reshape(-1)).sum() / batch["loss_mask"].sum().clamp(min=1)
 
 
 def main():
@@ -100,11 +110,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for _ in range(loader.micro_batches_per_step):
-            b = next(it)
-            logits = model(b["input_ids"] % VOCAB, b["position_ids"])
-            loss = F.cross_entropy(logits.reshape(-1, VOCAB), (b["labels"] % VOCAB).reshape(-1),
-                                   reduction="none")
-            loss = (loss * b["loss_mask"].reshape(-1)).sum() / b["loss_mask"].sum().clamp(min=1)
+            loss = masked_loss(model, next(it), VOCAB)
             (loss / loader.micro_batches_per_step).backward()
             total += loss.item() / loader.micro_batches_per_step
         opt.step()

@@ -195,6 +195,8 @@ absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
     all.rejected_malformed += v[6];
     all.rejected_empty += v[7];
     all.max_document_tokens = std::max(all.max_document_tokens, v[8]);
+    double seconds = 0;
+    if (e["seconds"].get(seconds) == simdjson::SUCCESS) all.seconds = std::max(all.seconds, seconds);
   }
   return all;
 }
@@ -682,8 +684,10 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     r.summary.docs_rejected = er.counts.docs_rejected;
     r.summary.bytes_in = er.counts.bytes_in;
     r.summary.tokens = er.tokens;
-    r.summary.seconds = sw.Seconds();
-    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s)");
+    // The stage took as long as its slowest task (they run at once) plus this merge.
+    r.summary.seconds = er.seconds + sw.Seconds();
+    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s); slowest ",
+                                  absl::StrFormat("%.2f", er.seconds), " s");
     r.report_json = er.ToJson();
     RETURN_IF_ERROR(complete(r));
     enc_rec = r;

@@ -5,8 +5,13 @@
 #      with --dependency=afterok; the merged result must be exact;
 #   2. the same with one task failing: the chain must stop, and the merge step run by hand must
 #      refuse the incomplete set and name the missing task;
-#   3. the release pipeline (scripts/slurm/pipeline.sh) as job arrays, compared byte for byte with a
-#      local `grist build` of the same config.
+#   3. the release pipeline (scripts/slurm/pipeline.sh: grist build --stage tokenizer, a tokenize
+#      job array, tokenize-merge, pack) on a config with [clean] and [dedup] on, compared byte for
+#      byte (all but reports/) with a local `grist build` of the same config;
+#   4. the same with one tokenize task failing: the chain must stop before the merge, the merge
+#      step run by hand must refuse naming the task, and so must `grist build --stage
+#      tokenize-merge` itself; rerunning submit_build.sh then resumes (skipping the tokenizer job)
+#      and publishes the same release.
 # Needs root (to install packages and run slurmd). Bounded: each chain waits at most
 # GRIST_SLURM_TIMEOUT seconds (default 300). Environment: GRIST_BUILD_DIR (default build).
 set -euo pipefail
@@ -54,18 +59,67 @@ set -e
   fail "the merge's refusal does not name task 1: $msg"
 echo "ok: $msg"
 
-echo "== 3. the release pipeline as job arrays against a local grist build"
-if [[ ! -f scripts/slurm/pipeline.sh ]] || ! "$BUILD/grist" build --help >/dev/null 2>&1; then
-  echo "test_slurm: part 3 SKIPPED: this build has no 'grist build' or scripts/slurm/pipeline.sh"
-  exit 0
-fi
+echo "== 3. the release pipeline (clean and dedup on) as job arrays against a local grist build"
 source scripts/slurm/pipeline_test_config.sh
 grist_slurm_test_config "$tmp/config.toml"
 "$BUILD/grist" build --config "$tmp/config.toml" --output "$tmp/local" --quiet
 scripts/slurm/submit_build.sh --config "$tmp/config.toml" --work "$tmp/w3" --output "$tmp/slurm" \
   --tasks 3 --threads 1 --grist "$BUILD/grist" --wait --timeout "$TIMEOUT"
+# The chain really ran clean, dedup and a 3-task array: every stage's record and every task's part.
+for s in clean dedup tokenizer tokenize; do
+  [[ -f "$tmp/slurm.work/stages/$s.json" ]] || fail "no record of stage $s in $tmp/slurm.work/stages"
+done
+for t in 0 1 2; do
+  [[ -f "$tmp/slurm.work/tokens/tokens-0000$t-of-00003.json" ]] || fail "no part of tokenize task $t"
+  [[ -f "$tmp/w3/tokenize/.done/task-$t-of-3" ]] || fail "no marker of tokenize task $t"
+done
+[[ "$(cut -d' ' -f1 "$tmp/w3/jobs.txt" | tr '\n' ' ')" == "tokenizer tokenize tokenize-merge pack " ]] ||
+  fail "unexpected job chain: $(cat "$tmp/w3/jobs.txt")"
+# The manifest's counts: clean rejected its 12 short documents, dedup removed exact and near copies.
+/usr/bin/env python3 - "$tmp/slurm/manifest.json" <<'PY' || fail "the manifest's clean/dedup counts are not those expected"
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+assert c["clean"]["docs_rejected"] == 12, c["clean"]
+assert c["dedup"]["removed_exact"] > 0 and c["dedup"]["removed_near"] > 0, c["dedup"]
+PY
 if ! diff -r --exclude=reports "$tmp/local" "$tmp/slurm"; then
   fail "the Slurm release differs from the local build"
 fi
 echo "ok: the Slurm release ($(find "$tmp/slurm" -type f -not -path "*/reports/*" | wc -l) files besides reports/) is byte-identical to the local build"
+
+echo "== 4. a failing tokenize task stops the chain; both merges name it; a resubmit resumes"
+if GRIST_SLURM_TOKENIZE_FAIL=1 scripts/slurm/submit_build.sh --config "$tmp/config.toml" \
+    --work "$tmp/w4" --output "$tmp/slurm4" --tasks 3 --threads 1 --grist "$BUILD/grist" --wait \
+    --timeout "$TIMEOUT"; then
+  fail "the chain succeeded although tokenize task 1 failed"
+fi
+[[ ! -e "$tmp/slurm4/manifest.json" ]] || fail "a release was published although task 1 failed"
+[[ ! -e "$tmp/slurm4.work/stages/tokenize.json" ]] || fail "tokenize-merge ran although task 1 failed"
+grep -q "tokenize task 1 fails on purpose" "$tmp"/w4/logs/grist-tokenize-*_1.out ||
+  fail "task 1's log does not say why it failed"
+set +e
+msg=$(GRIST_SLURM_DIR="$ROOT/scripts/slurm" GRIST_BIN="$ROOT/$BUILD/grist" GRIST_WORK="$tmp/w4" \
+      GRIST_TASKS=3 GRIST_CONFIG="$tmp/config.toml" GRIST_OUTPUT="$tmp/slurm4" \
+      bash scripts/slurm/tokenize.sbatch merge 2>&1)
+rc=$?
+set -e
+[[ $rc -ne 0 ]] || fail "the tokenize merge of an incomplete set exited 0"
+[[ "$msg" == *"merge tokenize refused: incomplete set, task(s) 1 of 3 did not finish"* ]] ||
+  fail "the merge's refusal does not name task 1: $msg"
+echo "ok: $msg"
+set +e
+msg=$("$BUILD/grist" build --config "$tmp/config.toml" --output "$tmp/slurm4" --stage tokenize-merge 2>&1)
+rc=$?
+set -e
+[[ $rc -ne 0 ]] || fail "grist build --stage tokenize-merge of an incomplete set exited 0"
+[[ "$msg" == *"task 1 of 3 has not finished"* ]] || fail "grist's merge does not name task 1: $msg"
+echo "ok: $msg"
+out=$(scripts/slurm/submit_build.sh --config "$tmp/config.toml" --work "$tmp/w4" --output "$tmp/slurm4" \
+      --tasks 3 --threads 1 --grist "$BUILD/grist" --wait --timeout "$TIMEOUT")
+echo "$out"
+[[ "$out" == *"skipping tokenizer: done"* ]] || fail "the resubmitted chain did not skip the tokenizer"
+if ! diff -r --exclude=reports "$tmp/local" "$tmp/slurm4"; then
+  fail "the resumed Slurm release differs from the local build"
+fi
+echo "ok: the resumed chain published the same release"
 echo "test_slurm: all passed"

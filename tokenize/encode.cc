@@ -40,7 +40,7 @@ absl::StatusOr<EncodeStageOptions> EncodeStageOptions::FromConfig(const Config& 
   return o;
 }
 
-std::string EncodeReport::ToJson() const {
+std::string EncodeReport::ToJson(bool with_seconds) const {
   JsonWriter w(0);
   w.BeginObject();
   w.Field("docs_in", counts.docs_in).Field("docs_out", counts.docs_out);
@@ -48,6 +48,7 @@ std::string EncodeReport::ToJson() const {
   w.Field("bytes_in", counts.bytes_in).Field("tokens", tokens);
   w.Field("rejected_malformed", rejected_malformed).Field("rejected_empty", rejected_empty);
   w.Field("max_document_tokens", max_document_tokens);
+  if (with_seconds) w.Field("seconds", seconds);
   w.EndObject();
   return w.Take();
 }
@@ -62,7 +63,8 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(env, options.model_path));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
   ThreadPool pool(run.threads);
-  ASSIGN_OR_RETURN(std::vector<InputSplit> all, PlanSplits(env, files, options.split_bytes, &pool));
+  ASSIGN_OR_RETURN(std::vector<InputSplit> all,
+                   PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
   uint64_t total = 0;
   for (const auto& s : splits) total += s.bytes;
@@ -131,7 +133,7 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
     return absl::InternalError("tokenize: document accounting does not balance");
   }
   rep.seconds = sw.Seconds();
-  RETURN_IF_ERROR(WriteFileAtomic(env, prefix + ".json", rep.ToJson() + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomic(env, prefix + ".json", rep.ToJson(/*with_seconds=*/true) + "\n"));
   return rep;
 }
 

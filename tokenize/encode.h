@@ -21,9 +21,12 @@ namespace grist::tokenize {
 struct EncodeStageOptions {
   std::string model_path;
   EncodeOptions encode;
-  uint64_t split_bytes = 8ull << 20;  // input split size (unit of parallel work)
+  // The largest input split (the unit of parallel work). Smaller splits are used when the input
+  // is small: see BalancedSplitBytes (common/records.h).
+  uint64_t split_bytes = 8ull << 20;
   static absl::StatusOr<EncodeStageOptions> FromConfig(const Config& config);
 };
+
 
 struct EncodeReport {
   DocCounts counts;              // rejected: unreadable records and documents with empty text
@@ -33,7 +36,9 @@ struct EncodeReport {
   uint64_t max_document_tokens = 0;
   double seconds = 0;
   std::string output_prefix;
-  std::string ToJson() const;
+  // The counts as JSON (reproducible: what the manifest records); with_seconds adds the run time
+  // (the per-task file tokens-I-of-N.json, from which a merge learns the slowest task).
+  std::string ToJson(bool with_seconds = false) const;
 };
 
 absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,

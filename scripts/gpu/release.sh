@@ -1,14 +1,57 @@
 #!/usr/bin/env bash
-# Tokenize scaling on a machine with many cores (the 16-core GPU host): `grist bench tokenize` at
-# 1, 4, 8 and 16 threads against spm_encode measured in the same run. Needs build/grist (carried),
-# SentencePiece's shared library and spm_encode (Ubuntu: apt-get install sentencepiece), and the
-# shared corpus at ../shared/corpus. Prints one Markdown table per thread count.
+# Release-builder figures on a machine with many cores (the 16-core GPU host):
+#   1. `grist bench tokenize` at 4, 8 and 16 threads against spm_encode measured in the same run
+#      (one process alone x threads, and threads processes at once);
+#   2. `grist build` of Wikinews + Wikipedia-2015 (clean -> dedup -> tokenize -> pack -> shard, with
+#      the Mistral 32k model given, so no tokenizer training) at 4 and 16 threads: the per-stage
+#      summary tables, and the two releases compared byte for byte.
+# Usage: scripts/gpu/release.sh [GRIST] [CORPUS]  (defaults: build/grist, ../shared/corpus).
+# Needs spm_encode on PATH for the peers. Output under $OUT (default /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-G=build/grist
-[ -x "$G" ] || { echo "build/grist missing: build first" >&2; exit 1; }
-command -v spm_encode >/dev/null || echo "note: spm_encode not on PATH; the peer column will be empty" >&2
-OUT=${OUT:-/tmp}/grist-bench-tokenize
-for t in 1 4 8 16; do
-  "$G" bench tokenize --threads "$t" --max-bytes 64000000 --repetitions 3 --output "$OUT/t$t"
+G=$(realpath "${1:-build/grist}")
+C=$(realpath "${2:-../shared/corpus}")
+[ -x "$G" ] || { echo "$G missing: build first" >&2; exit 1; }
+command -v spm_encode >/dev/null || echo "note: spm_encode not on PATH; the peer columns will be empty" >&2
+OUT=${OUT:-/tmp}/grist-release-gpu
+rm -rf "$OUT" && mkdir -p "$OUT"
+MODEL=$C/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1
+echo "== tokenize scaling ($(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
+for t in ${GRIST_TOKENIZE_THREADS:-4 8 16}; do
+  "$G" bench tokenize --threads "$t" --max-bytes "${GRIST_TOKENIZE_BYTES:-24000000}" --repetitions 3 \
+    --input "$C/wikinews-en" --model "$MODEL" --work "$OUT/work-t$t" --output "$OUT/tokenize-t$t" \
+    | sed -n '/^| figure/,/^$/p'
 done
+cat > "$OUT/corpus.toml" <<TOML
+seed = 1234
+[release]
+version = "bench"
+[inputs]
+paths = ["$C/wikinews-en", "$C/wikipedia-en-2015"]
+[clean]
+enabled = true
+[dedup]
+enabled = true
+[tokenizer]
+model = "$MODEL"
+[tokenize]
+add_eos = true
+[pack]
+seq_len = 2048
+strategy = "bestfit"
+[split]
+validation_fraction = 0.01
+TOML
+for t in ${GRIST_BUILD_THREADS:-4 16}; do
+  echo "== grist build, --threads $t"
+  "$G" build --config "$OUT/corpus.toml" --output "$OUT/rel-t$t" --threads "$t" --quiet
+done
+set -- ${GRIST_BUILD_THREADS:-4 16}
+if [ $# -ge 2 ]; then
+  a=$OUT/rel-t$1 b=$OUT/rel-t$2
+  if diff -r -x reports "$a" "$b" >/dev/null; then
+    echo "releases at --threads $1 and $2: identical (all but reports/)"
+  else
+    echo "releases at --threads $1 and $2: DIFFER" && exit 1
+  fi
+fi

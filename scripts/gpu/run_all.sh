@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
-#   scripts/gpu/run_all.sh loader|ckpt|all
+#   scripts/gpu/run_all.sh loader|ckpt|labs|all
 # Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
 # or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
 set -uo pipefail
@@ -24,4 +24,8 @@ if [[ $what == ckpt || $what == all ]]; then
   .devcarry/build/tests/ckptio/ckptio_test --gtest_brief=1 2>&1 | tail -5 | tee "$GRIST_GPU_OUT/ckptio_test.txt"
   python3 -m unittest -v tests/python/test_ckpt.py 2>&1 | tail -8 | tee "$GRIST_GPU_OUT/test_ckpt_py.txt"
   GRIST_BUILD_DIR=.devcarry/build CKPT_GIB=${CKPT_GIB:-8} scripts/gpu/ckpt.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt.txt"
+fi
+if [[ $what == labs || $what == all ]]; then
+  echo "== week-13 pipeline benches (bench build, pack, all --quick)"
+  scripts/gpu/labs.sh .devcarry/build 2>&1 | tee "$GRIST_GPU_OUT/labs.txt"
 fi

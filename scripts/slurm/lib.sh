@@ -69,7 +69,7 @@ grist_slurm_require_all() {  # STAGE
     list=$(IFS=,; echo "${missing[*]}")
     echo "grist-slurm: error: merge $stage refused: incomplete set, task(s) $list of $GRIST_TASKS" \
       "did not finish (no marker in $GRIST_WORK/$stage/.done); see $GRIST_WORK/logs/grist-$stage-*;" \
-      "rerun them with: sbatch --array=$list ... scripts/slurm/$stage.sbatch" >&2
+      "rerun them with: sbatch --array=$list ... scripts/slurm/$stage.sbatch task" >&2
     exit 1
   fi
   echo "grist-slurm: $stage: all $GRIST_TASKS tasks finished"

@@ -1,21 +1,42 @@
-# The small release config scripts/test_slurm.sh builds both locally and on Slurm (sourced).
-# A deterministic generated corpus (plain JSONL, so encode tasks split it by byte ranges) keeps the
-# test independent of ../shared/corpus and fast.
+# The small release config scripts/test_slurm.sh builds both locally and on Slurm (sourced), with
+# [clean] and [dedup] on like configs/v1.0.toml. A deterministic generated corpus (plain JSONL, so
+# the encode tasks split it by byte ranges) keeps the test independent of ../shared/corpus and fast:
+# 600 documents of sentences that pass the default clean filters, plus some that clean rejects
+# (too few words), exact copies and near copies (one word changed) for dedup to remove.
 grist_slurm_test_config() {  # CONFIG_PATH
   local config=$1 dir
   dir=$(dirname "$config")
   /usr/bin/env python3 - "$dir/corpus.jsonl" <<'PY'
 import json, sys
 words = ["the", "data", "pipeline", "token", "shard", "release", "loader", "train", "model",
-         "batch", "seed", "merge", "task", "node", "cluster", "write", "read", "fast", "slow"]
+         "batch", "seed", "merge", "task", "node", "cluster", "write", "read", "fast", "slow",
+         "to", "of", "and", "with", "that", "have", "be"]
 x = 12345
+def rand(n):
+    global x
+    x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+    return (x >> 33) % n
+docs = []
+for d in range(600):
+    if d % 50 == 7:
+        docs.append("too short to keep")  # clean: gopher_short_doc
+        continue
+    if d % 10 == 3 and d > 20:
+        docs.append(docs[d - 11])  # dedup: exact copy
+        continue
+    if d % 15 == 4 and d > 20:
+        w = docs[d - 13].split(" ")
+        w[len(w) // 2] = "cluster" if w[len(w) // 2] != "cluster" else "node"
+        docs.append(" ".join(w))  # dedup: near copy
+        continue
+    sentences = []
+    for s in range(6 + rand(12)):
+        n = 8 + rand(10)
+        sentences.append(" ".join(words[rand(len(words))] for _ in range(n)).capitalize() + ".")
+    docs.append(" ".join(sentences))
 with open(sys.argv[1], "w") as f:
-    for d in range(600):
-        out = []
-        for w in range(30 + d % 170):
-            x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
-            out.append(words[(x >> 33) % len(words)])
-        f.write(json.dumps({"text": " ".join(out), "n": d}) + "\n")
+    for d, text in enumerate(docs):
+        f.write(json.dumps({"text": text, "n": d}) + "\n")
 PY
   cat >"$config" <<TOML
 seed = 7
@@ -24,9 +45,12 @@ version = "slurm-test"
 [inputs]
 paths = ["$dir/corpus.jsonl"]
 [clean]
-enabled = false
+enabled = true
 [dedup]
-enabled = false
+enabled = true
+exact = true
+near = true
+threshold = 0.8
 [tokenizer]
 model_type = "bpe"
 vocab_size = 400

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Submits `grist build` to Slurm as a chain of jobs: every offline stage as a job array over a
-# shared work directory followed by its merge step, each job starting only when the one before
-# succeeded (--dependency=afterok; a failure cancels the rest: --kill-on-invalid-dep=yes). The
-# release it publishes is byte-identical to `grist build` of the same config on one machine.
+# Submits `grist build` to Slurm as a chain of `grist build --stage` jobs (scripts/slurm/pipeline.sh:
+# tokenizer with clean and dedup, a tokenize job array, its merge, pack + verify), each starting only
+# when the one before succeeded (--dependency=afterok; a failure cancels the rest:
+# --kill-on-invalid-dep=yes). The release is byte-identical to `grist build` of the same config, any
+# config (v1.0 included); rerun the same command to resume: completed stages are skipped.
 #
 #   scripts/slurm/submit_build.sh --config configs/v1.0.toml --work /shared/w --output /shared/rel \
 #       --tasks 8 [--threads 4] [--grist build/grist] [--sbatch "--partition=cpu --account=cs"] [--wait]
 #   scripts/slurm/submit_build.sh --selftest --work /shared/w --tasks 4 --wait   # check a cluster
 #
-# Every path must be on a file system that all nodes see. Logs: WORK/logs/grist-<stage>-<job>[_<task>].out.
+# Every path must be on a file system that all nodes see (WORK: logs, markers; OUTPUT.work: the
+# build's files). Logs: WORK/logs/grist-<stage>-<job>[_<task>].out.
 # The job ids are printed and written to WORK/jobs.txt. With --wait the script waits (bounded by
 # --timeout seconds, default 3600) for the last job and exits non-zero unless the chain succeeded.
 set -euo pipefail
@@ -28,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --wait) wait=1; shift ;;
     --timeout) timeout=$2; shift 2 ;;
     --selftest) selftest=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "submit_build: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

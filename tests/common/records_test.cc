@@ -251,10 +251,12 @@ TEST(RecordsTest, ByteRangeSplitsMatchWholeFileRead) {
   for (int i = 0; i < 3000; ++i) {
     body += "{\"text\": \"doc " + std::to_string(i) + std::string(i % 37, 'z') + "\"}\n";
     if (i % 100 == 0) body += "\n";
+    // A long line: many splits start inside it and hold no line start.
+    if (i == 1500) body += "{\"text\": \"" + std::string(100000, 'L') + "\"}\n";
   }
   Write(t.Join("s.jsonl"), body);
   auto whole = ReadAll(t.Join("s.jsonl"));
-  ASSERT_EQ(whole.docs.size(), 3000u);
+  ASSERT_EQ(whole.docs.size(), 3001u);
   for (uint64_t split : {7ull, 64ull, 1000ull, 4096ull}) {
     auto files = ListInputs(Env::Default(), {t.Join("s.jsonl")});
     ThreadPool pool(3);
@@ -318,6 +320,86 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
   EXPECT_EQ(SerializeRecord(r.docs[0], "\"x\":1"),
             "{\"text\":\"text \\\"0\\\"\\n\\u0001\",\"meta\":{\"k\":0},"
             "\"grist\":{\"src\":\"in/file.jsonl\",\"line\":10},\"x\":1}");
+}
+
+// Parts are sequences of independent zstd frames with a frame index at the end, so a large part
+// splits at frame boundaries for parallel readers; any split gives the same documents and line
+// numbers as a whole-file read, and a damaged index only costs the parallelism.
+TEST(RecordsTest, IndexedPartsSplitAtFrames) {
+  TempDir t;
+  OutputOptions o;
+  o.frame_bytes = 500;
+  auto w = RecordWriter::Open(Env::Default(), t.Join("out"), "part", o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 400; ++i) {
+    // Records without grist provenance, so line numbers come from positions in the part.
+    std::string rec = i == 123 ? "{\"text\": oops" : "{\"text\":\"doc " + std::to_string(i) + std::string(i % 29, 'q') + "\"}";
+    ASSERT_TRUE((*w)->AppendSerialized(rec).ok());
+  }
+  auto parts = (*w)->Finish();
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 1u);
+  const std::string path = (*parts)[0].path;
+  auto rf = Env::Default()->NewRandomAccessFile(path);
+  ASSERT_TRUE(rf.ok());
+  auto index = ReadZstdFrameIndex(**rf);
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_TRUE(index->has_value());
+  const auto& frames = **index;
+  EXPECT_GT(frames.size(), 10u);
+  uint64_t records = 0;
+  for (size_t k = 0; k < frames.size(); ++k) {
+    records += frames[k].records;
+    if (k > 0) {
+      EXPECT_EQ(frames[k].offset, frames[k - 1].offset + frames[k - 1].bytes);
+    }
+  }
+  EXPECT_EQ(records, 400u);
+
+  auto whole = ReadAll(path);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
+  ASSERT_EQ(whole.docs.size(), 400u);
+  EXPECT_NE(whole.docs[123].error.find(":124"), std::string::npos) << whole.docs[123].error;
+  for (uint64_t split : {1ull, 200ull, 700ull}) {
+    auto files = ListInputs(Env::Default(), {path});
+    auto splits = PlanSplits(Env::Default(), *files, split);
+    ASSERT_TRUE(splits.ok());
+    EXPECT_GT(splits->size(), 1u) << split;
+    auto r = ReadAll(path, {}, split);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.docs.size(), 400u) << split;
+    for (size_t i = 0; i < r.docs.size(); ++i) {
+      ASSERT_EQ(r.docs[i].text, whole.docs[i].text) << split << " " << i;
+      ASSERT_EQ(r.docs[i].line, i + 1) << split << " " << i;
+      ASSERT_EQ(r.docs[i].error, whole.docs[i].error) << split << " " << i;
+    }
+  }
+  // Any zstd reader decodes the part whole (the index is a skippable frame).
+  auto data = ReadFileToString(Env::Default(), path);
+  ASSERT_TRUE(data.ok());
+  std::string plain(1 << 20, '\0');
+  size_t n = ZSTD_decompress(plain.data(), plain.size(), data->data(), data->size());
+  ASSERT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+  EXPECT_EQ(std::count(plain.begin(), plain.begin() + n, '\n'), 400);
+
+  // A damaged index: no index, one split, the same documents.
+  std::string bad = *data;
+  bad[bad.size() - 30] ^= 0x40;
+  Write(t.Join("bad.jsonl.zst"), bad);
+  auto bf = Env::Default()->NewRandomAccessFile(t.Join("bad.jsonl.zst"));
+  auto bad_index = ReadZstdFrameIndex(**bf);
+  ASSERT_TRUE(bad_index.ok());
+  EXPECT_FALSE(bad_index->has_value());
+  auto files = ListInputs(Env::Default(), {t.Join("bad.jsonl.zst")});
+  EXPECT_EQ(PlanSplits(Env::Default(), *files, 700)->size(), 1u);
+  auto rb = ReadAll(t.Join("bad.jsonl.zst"), {}, 700);
+  ASSERT_TRUE(rb.status.ok()) << rb.status;
+  EXPECT_EQ(rb.docs.size(), 400u);
+  // A truncated part: no index; every record is still handed out, then the truncation is an error.
+  Write(t.Join("cut.jsonl.zst"), data->substr(0, data->size() - 10));
+  auto rc = ReadAll(t.Join("cut.jsonl.zst"), {}, 700);
+  EXPECT_EQ(rc.docs.size(), 400u);
+  EXPECT_EQ(rc.status.code(), absl::StatusCode::kDataLoss) << rc.status;
 }
 
 TEST(RecordsTest, RealCorpusWikinews) {

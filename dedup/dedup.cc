@@ -1092,17 +1092,23 @@ absl::Status RunMerge(Ctx& c) {
     uint32_t kind = 0;
     uint64_t partner = 0;
   };
-  std::vector<Best> best(nodes.size()), best_later(nodes.size());
+  std::vector<Best> best(nodes.size());
   auto offer = [](Best& b, uint64_t partner, double sim, uint32_t kind) {
     bool better = sim > b.sim || (sim == b.sim && (kind < b.kind || (kind == b.kind && partner < b.partner)));
     if (b.sim < 0 || better) b = Best{sim, kind, partner};
   };
   for (const EdgeRecord& e : edges) {
     uint32_t x = idx(e.a), y = idx(e.b);
-    offer(best_later[x], e.b, e.similarity, e.kind);
     offer(best[y], e.a, e.similarity, e.kind);
     uint32_t rx = find(x), ry = find(y);
     if (rx != ry) parent[std::max(rx, ry)] = std::min(rx, ry);
+  }
+  // Documents without an edge to an earlier one: their later partners.
+  std::vector<bool> no_earlier(nodes.size());
+  for (uint32_t i = 0; i < nodes.size(); ++i) no_earlier[i] = best[i].sim < 0;
+  for (const EdgeRecord& e : edges) {
+    uint32_t x = idx(e.a);
+    if (no_earlier[x]) offer(best[x], e.b, e.similarity, e.kind);
   }
   std::vector<uint32_t> root(nodes.size());
   std::vector<uint32_t> size(nodes.size(), 0);
@@ -1125,7 +1131,7 @@ absl::Status RunMerge(Ctx& c) {
                                     c.Header(Kind::kClusters, sizeof(ClusterRecord))));
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     if (root[i] == i) continue;
-    const Best& b = best[i].sim >= 0 ? best[i] : best_later[i];
+    const Best& b = best[i];
     ClusterRecord r{nodes[i], nodes[root[i]], b.partner, b.sim, cluster_no[root[i]], b.kind,
                     size[root[i]]};
     RETURN_IF_ERROR(clusters_w->Add(r));

@@ -508,6 +508,47 @@ TEST(SetsFile, RoundTripAndCorruption) {
   EXPECT_EQ(read_all().code(), absl::StatusCode::kDataLoss);
 }
 
+// r, x, y in input order: r and x are each near y (Jaccard 0.87) but not near each other (0.76).
+// x is removed (its cluster's first document is r) though its only edge goes to the later y.
+TEST(Dedup, DuplicateOfIsEarlierUnlessTheOnlyEdgeIsToALaterDocument) {
+  TempDir tmp;
+  std::vector<std::string> base;
+  for (int i = 0; i < 300; ++i) base.push_back("w" + std::to_string(i));
+  auto edit = [&](std::vector<int> at, const std::string& tag) {
+    std::vector<std::string> w = base;
+    for (size_t k = 0; k < at.size(); ++k) w[at[k]] = tag + std::to_string(k);
+    std::string s;
+    for (const auto& t : w) {
+      if (!s.empty()) s += ' ';
+      s += t;
+    }
+    return s;
+  };
+  const std::string r = edit({10, 40, 70, 100}, "r"), x = edit({180, 210, 240, 270}, "x");
+  const std::string y = edit({}, "");
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, JsonLine(r) + JsonLine(x) + JsonLine(y)).ok());
+  DedupOptions o = Budget64();
+  std::vector<uint64_t> sr, sx, sy;
+  ShingleHashes(r, o.shingle, &sr);
+  ShingleHashes(x, o.shingle, &sx);
+  ShingleHashes(y, o.shingle, &sy);
+  ASSERT_LT(JaccardSorted(sr, sx), 0.8);
+  ASSERT_GE(JaccardSorted(sx, sy), 0.8);
+  auto rep = RunDedup(Env::Default(), {input}, tmp.Join("out"), o, Quiet());
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->cluster_sizes.at(3), 1u);
+  std::vector<OutDoc> removed = ReadOutput(tmp.Join("out/removed"));
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed[0].doc.line, 2u);
+  EXPECT_EQ(removed[0].Field("reason"), "near");
+  EXPECT_EQ(removed[0].Field("kept"), input + ":1");
+  EXPECT_EQ(removed[0].Field("duplicate_of"), input + ":3");  // its only edge
+  EXPECT_EQ(removed[0].Field("similarity"), JsonDouble(JaccardSorted(sx, sy)));
+  EXPECT_EQ(removed[1].doc.line, 3u);
+  EXPECT_EQ(removed[1].Field("duplicate_of"), input + ":1");  // tie with x: the earliest
+}
+
 TEST(Dedup, AllIdenticalCorpus) {
   TempDir tmp;
   Rng rng(3);

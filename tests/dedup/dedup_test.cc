@@ -513,10 +513,17 @@ TEST(SetsFile, RoundTripAndCorruption) {
 TEST(Dedup, DuplicateOfIsEarlierUnlessTheOnlyEdgeIsToALaterDocument) {
   TempDir tmp;
   std::vector<std::string> base;
-  for (int i = 0; i < 300; ++i) base.push_back("w" + std::to_string(i));
+  for (int i = 0; i < 300; ++i) {
+    std::string t = "w";
+    t += std::to_string(i);
+    base.push_back(t);
+  }
   auto edit = [&](std::vector<int> at, const std::string& tag) {
     std::vector<std::string> w = base;
-    for (size_t k = 0; k < at.size(); ++k) w[at[k]] = tag + std::to_string(k);
+    for (size_t k = 0; k < at.size(); ++k) {
+      w[at[k]] = tag;
+      w[at[k]] += std::to_string(k);
+    }
     std::string s;
     for (const auto& t : w) {
       if (!s.empty()) s += ' ';

@@ -717,7 +717,7 @@ absl::Status RunBuckets(Ctx& c) {
 //      verification) are recomputed from the input, split by split, and spilled in key order to a
 //      checksummed sets file (format::Kind::kShingleSets);
 //   3. the pairs are verified block by block: a block of pairs is read, and one scan of the sets
-//      file loads the sets of the block's first documents (a) into a cache of a quarter of the
+//      file loads the sets of the block's first documents (a) into a cache of an eighth of the
 //      budget, and batches the sets of the second documents (b > a, so their a is already loaded
 //      or known to be beyond the cache) to compute the similarities. Pairs whose a did not fit
 //      stay for the next block (a block nested loop). Every scan reads the whole file, so its

@@ -9,7 +9,8 @@
 //               signatures output, sorts it externally within --memory-limit and writes the
 //               candidate pairs and the duplicated lines
 //   clusters    (N tasks) each task takes a hash partition of the candidate pairs and verifies them
-//               by true Jaccard (re-reading the documents involved), writing verified edges
+//               by true Jaccard (the sets of the documents involved, recomputed from the input and
+//               spilled to disk, read back through a bounded cache), writing verified edges
 //   merge       (1 task)  union-find over all edges: the removed documents and their clusters
 //   filter      (N tasks) re-reads the task's splits, writes kept documents to output_dir/ and
 //               removed ones to output_dir/removed/ with reason, cluster, duplicate and similarity
@@ -25,10 +26,11 @@
 // removed documents are byte-identical for any thread count; for any task count the records are the
 // same and in the same order (split over per-task part files, see docs/dedup.md).
 //
-// Memory: bounded by --memory-limit in signatures / buckets / filter, whatever the corpus size.
-// The clusters stage holds the shingle sets of the documents in its slice of candidate pairs and the
-// merge stage one entry per document in a candidate pair; both scale with the duplicates, not the
-// corpus.
+// Memory: bounded by --memory-limit in signatures / buckets / clusters / filter, whatever the corpus
+// size and the number of duplicates (clusters spills the candidates' shingle sets and verifies the
+// pairs through a bounded cache, docs/dedup.md). The merge stage holds one entry per edge and per
+// document in an edge, and filter one per removed document: small, but proportional to the
+// duplicates.
 #ifndef GRIST_DEDUP_DEDUP_H_
 #define GRIST_DEDUP_DEDUP_H_
 
@@ -75,12 +77,14 @@ struct DedupOptions {
   // Remove every line that occurs in more than one document (CS336's exact line dedup); a
   // document left empty is removed with reason "lines".
   bool line_dedup = false;
-  // Budget for the sort buffers and document batches of one task.
+  // Budget of one task: sort buffers, verification cache, splits in flight (docs/dedup.md).
   uint64_t memory_limit = 1ull << 30;
   // Intermediate files; empty = output_dir/.dedup-work. Removed after a successful RunDedup
   // unless keep_work.
   std::string work_dir;
   bool keep_work = false;
+  // Input split size (at most memory_limit / 16, at least 64 KB, after Resolved()). Outputs do not
+  // depend on it.
   uint64_t split_bytes = 16ull << 20;
   InputOptions input;
   OutputOptions output;
@@ -92,7 +96,7 @@ struct DedupOptions {
   static absl::StatusOr<DedupOptions> FromConfig(const Config& config);
   // InvalidArgument naming the bad option.
   absl::Status Validate() const;
-  // bands/rows resolved (automatic choice applied).
+  // bands/rows resolved (automatic choice applied), split_bytes capped by the budget.
   DedupOptions Resolved() const;
 };
 
@@ -117,6 +121,11 @@ struct DedupReport {
   uint64_t exact_pairs = 0;      // distinct pairs from equal exact hashes
   uint64_t verified_pairs = 0;   // candidate pairs at or above the threshold (all when !verify)
   uint64_t duplicated_lines = 0; // distinct lines found in more than one document
+  // Clusters stage: scans of the spilled candidate sets (one per block of pairs; more blocks than
+  // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
+  uint64_t verify_passes = 0;
+  uint64_t spilled_set_bytes = 0;
+  uint64_t memory_limit = 0;  // --memory-limit of the run, bytes
   int bands = 0, rows = 0, num_perm = 0;
   double threshold = 0;
   std::vector<StageTiming> stages;

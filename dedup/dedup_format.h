@@ -16,6 +16,16 @@ inline constexpr size_t kFooterSize = 24;
 // Variable-length records (kIds): u64 key, u32 length, bytes; lengths above this are corruption.
 inline constexpr uint32_t kMaxIdBytes = 1u << 20;
 
+// Variable-length records (kShingleSets): SetRecord, then `count` u64 values: the document's sorted
+// distinct shingle hashes (header aux = 0, verification on) or its MinHash signature (aux =
+// num_perm, verification off).
+struct SetRecord {
+  uint64_t key;
+  uint32_t count;
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(SetRecord) == 16);
+
 enum class Kind : uint32_t {
   kSignatures = 1,  // per document: SigRecord + num_perm u64 min-hashes (aux = num_perm)
   kIds = 2,         // per document: key, document id string (variable length)
@@ -26,6 +36,7 @@ enum class Kind : uint32_t {
   kEdges = 7,       // verified pairs: EdgeRecord, sorted by (a, b)
   kClusters = 8,    // removed documents: ClusterRecord, sorted by doc
   kStats = 9,       // a stage task's counters: u64 values (see dedup.cc StatSlot)
+  kShingleSets = 10,  // clusters spill, per candidate document in key order: SetRecord + u64[count]
 };
 
 // Document key: (split index << 40) | ordinal of the record within its split. Keys order documents
@@ -83,7 +94,7 @@ static_assert(sizeof(EdgeRecord) == 32);
 struct ClusterRecord {
   uint64_t doc;           // the removed document
   uint64_t kept;          // the cluster's kept document (its first in input order)
-  uint64_t duplicate_of;  // the document whose edge removed it (earlier in input order)
+  uint64_t duplicate_of;  // its most similar partner earlier in input order (any partner if none)
   double similarity;      // of doc and duplicate_of (1 for exact)
   uint64_t cluster;       // cluster number, 0-based, in the order of the kept documents
   uint32_t kind;          // PairKind of that edge

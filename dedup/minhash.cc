@@ -89,10 +89,10 @@ void ShingleHashes(std::string_view text, const ShingleOptions& options, std::ve
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }
 
-double JaccardSorted(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
-  if (a.empty() && b.empty()) return 0.0;
+double JaccardSorted(const uint64_t* a, size_t na, const uint64_t* b, size_t nb) {
+  if (na == 0 && nb == 0) return 0.0;
   size_t i = 0, j = 0, inter = 0;
-  while (i < a.size() && j < b.size()) {
+  while (i < na && j < nb) {
     if (a[i] < b[j]) {
       ++i;
     } else if (b[j] < a[i]) {
@@ -103,7 +103,7 @@ double JaccardSorted(const std::vector<uint64_t>& a, const std::vector<uint64_t>
       ++j;
     }
   }
-  const size_t uni = a.size() + b.size() - inter;
+  const size_t uni = na + nb - inter;
   return static_cast<double>(inter) / static_cast<double>(uni);
 }
 

@@ -48,7 +48,10 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
                             std::vector<uint64_t>* out, std::string* scratch = nullptr);
 
 // Exact Jaccard |A n B| / |A u B| of two sorted, distinct hash sets. Two empty sets give 0.
-double JaccardSorted(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+double JaccardSorted(const uint64_t* a, size_t na, const uint64_t* b, size_t nb);
+inline double JaccardSorted(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  return JaccardSorted(a.data(), a.size(), b.data(), b.size());
+}
 
 // MinHash with `num_perm` cheap permutations of one 64-bit shingle hash:
 //   perm_i(h) = a_i * h + b_i  (mod 2^64),  a_i odd,

@@ -41,6 +41,13 @@ void PrintSummary(const dedup::DedupReport& r) {
               (unsigned long long)r.clusters, (unsigned long long)r.candidate_pairs,
               (unsigned long long)r.verified_pairs, (unsigned long long)r.exact_pairs, r.bands,
               r.rows, r.num_perm, r.threshold, r.simd_target.c_str());
+  if (r.verify_passes > 0) {
+    std::printf("verification: %s of candidate sets spilled, %llu pass(es) within --memory-limit "
+                "%s\n",
+                HumanBytes(static_cast<double>(r.spilled_set_bytes)).c_str(),
+                (unsigned long long)r.verify_passes,
+                HumanBytes(static_cast<double>(r.memory_limit)).c_str());
+  }
   for (const auto& s : r.stages) {
     std::printf("  %-10s %2d task(s) %8.2f s  %s read  peak RSS %s\n", s.stage.c_str(), s.tasks,
                 s.seconds, HumanBytes(static_cast<double>(s.input_bytes)).c_str(),
@@ -78,7 +85,7 @@ Runner Setup(CLI::App* app) {
   app->add_option("--exact-normalize", f->exact_normalize,
                   "Text normalization before the exact hash: none, whitespace (default), lower");
   app->add_option("--memory-limit", f->memory_limit_mb,
-                  "Memory budget per task in MB for sorting (default 1024)");
+                  "Memory budget per task in MB: sort buffers and the verification cache (default 1024, at least 1)");
   app->add_option("--work-dir", f->work_dir,
                   "Intermediate files (default DIR/.dedup-work; shared by all tasks)");
   app->add_flag("--keep-work", f->keep_work, "Keep the intermediate files after a full run");

@@ -42,10 +42,11 @@ FileWriter::~FileWriter() {
 }
 
 absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::string path,
-                                                             const FileHeader& header) {
+                                                             const FileHeader& header, bool sync) {
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   ASSIGN_OR_RETURN(auto file, env->NewWritableFile(tmp));
   std::unique_ptr<FileWriter> w(new FileWriter(env, std::move(path), std::move(file)));
+  w->sync_ = sync;
   std::string h(format::kMagic, sizeof(format::kMagic));
   PutU32(&h, format::kVersion);
   PutU32(&h, static_cast<uint32_t>(header.kind));
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::stri
 
 absl::Status FileWriter::Append(const void* data, size_t size) {
   hasher_.Update(data, size);
+  bytes_ += size;
   buffer_.append(static_cast<const char*>(data), size);
   if (buffer_.size() >= kBufferBytes) return FlushBuffer();
   return absl::OkStatus();
@@ -89,7 +91,7 @@ absl::Status FileWriter::Finish() {
   f.append(format::kFooterMagic, sizeof(format::kFooterMagic));
   buffer_.append(f);
   RETURN_IF_ERROR(FlushBuffer());
-  RETURN_IF_ERROR(file_->Sync());
+  if (sync_) RETURN_IF_ERROR(file_->Sync());
   RETURN_IF_ERROR(file_->Close());
   RETURN_IF_ERROR(env_->RenameFile(tmp_path_, path_));
   finished_ = true;
@@ -231,6 +233,32 @@ absl::StatusOr<bool> FileReader::NextId(uint64_t* key, std::string* id) {
   ++read_;
   if (read_ == records_) RETURN_IF_ERROR(FinishIfDone());
   return true;
+}
+
+absl::StatusOr<bool> FileReader::NextSet(uint64_t* key, std::vector<uint64_t>* values) {
+  if (read_ >= records_) {
+    RETURN_IF_ERROR(FinishIfDone());
+    return false;
+  }
+  format::SetRecord h;
+  RETURN_IF_ERROR(Fill(reinterpret_cast<char*>(&h), sizeof(h)));
+  if (h.reserved != 0 || uint64_t{h.count} * 8 > body_left_) {
+    return absl::DataLossError(absl::StrCat(
+        path_, ": corrupt dedup intermediate file: set record of ", h.count, " values at record ",
+        read_));
+  }
+  *key = h.key;
+  values->resize(h.count);
+  RETURN_IF_ERROR(Fill(reinterpret_cast<char*>(values->data()), 8 * size_t{h.count}));
+  ++read_;
+  if (read_ == records_) RETURN_IF_ERROR(FinishIfDone());
+  return true;
+}
+
+void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>& values) {
+  format::SetRecord h{key, static_cast<uint32_t>(values.size()), 0};
+  out->append(reinterpret_cast<const char*>(&h), sizeof(h));
+  out->append(reinterpret_cast<const char*>(values.data()), 8 * values.size());
 }
 
 std::string TaskFileName(const std::string& stem, int task, int tasks) {

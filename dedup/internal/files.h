@@ -30,12 +30,14 @@ struct FileHeader {
   uint64_t fingerprint = 0;  // of the input plan and the options that shape this file
 };
 
-// Writes `path` under a temporary name; Finish() appends the footer, syncs, renames. A writer
-// destroyed without Finish() removes its temporary file. Not thread-safe.
+// Writes `path` under a temporary name; Finish() appends the footer, syncs (unless opened with
+// sync = false: scratch files that no later run reads, such as sort runs and verification spills),
+// renames. A writer destroyed without Finish() removes its temporary file. Not thread-safe.
 class FileWriter {
  public:
   static absl::StatusOr<std::unique_ptr<FileWriter>> Open(Env* env, std::string path,
-                                                          const FileHeader& header);
+                                                          const FileHeader& header,
+                                                          bool sync = true);
   ~FileWriter();
   absl::Status Append(const void* data, size_t size);
   template <typename T>
@@ -49,8 +51,15 @@ class FileWriter {
     return Append(data, size);
   }
   absl::Status AddId(uint64_t key, std::string_view id);
+  // `count` records already serialized into `data` (e.g. by AppendSetRecord).
+  absl::Status AddSerialized(std::string_view data, uint64_t count) {
+    records_ += count;
+    return Append(data.data(), data.size());
+  }
   absl::Status Finish();
   uint64_t records() const { return records_; }
+  // Bytes appended so far, header included.
+  uint64_t bytes() const { return bytes_; }
 
  private:
   FileWriter(Env* env, std::string path, std::unique_ptr<WritableFile> file);
@@ -61,6 +70,8 @@ class FileWriter {
   Hasher64 hasher_;
   std::string buffer_;
   uint64_t records_ = 0;
+  uint64_t bytes_ = 0;
+  bool sync_ = true;
   bool finished_ = false;
 };
 
@@ -83,6 +94,9 @@ class FileReader {
   }
   // Variable-length id records.
   absl::StatusOr<bool> NextId(uint64_t* key, std::string* id);
+  // Variable-length set records (kShingleSets): *values is replaced by the record's values. A count
+  // that runs past the end of the file or a nonzero reserved field is DataLoss.
+  absl::StatusOr<bool> NextSet(uint64_t* key, std::vector<uint64_t>* values);
   // Reads every fixed-size record.
   template <typename T>
   static absl::StatusOr<std::vector<T>> ReadAll(Env* env, const std::string& path,
@@ -115,6 +129,9 @@ class FileReader {
   size_t buffer_pos_ = 0;
   bool checked_ = false;
 };
+
+// Appends one kShingleSets record (format::SetRecord, then the values) to `out`.
+void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>& values);
 
 // The file names of tasks 0..tasks-1 of a stage in `dir`: "<stem>-IIIII-of-NNNNN.bin".
 std::string TaskFileName(const std::string& stem, int task, int tasks);
@@ -212,7 +229,7 @@ class ExternalSorter {
     FileHeader h;
     h.kind = format::Kind::kRun;
     h.record_size = sizeof(T);
-    auto w = FileWriter::Open(env_, path, h);
+    auto w = FileWriter::Open(env_, path, h, /*sync=*/false);
     if (!w.ok()) return w.status();
     for (const T& r : buffer_) {
       absl::Status s = (*w)->Add(r);

@@ -63,6 +63,14 @@ std::string JsonLine(const std::string& text) {
   return s + ",\"n\":1}\n";
 }
 
+// Options with a 64 MB budget: what the tests need, and the sort buffers stay small (reserving the
+// default 1 GB costs seconds of shadow-memory page faults under AddressSanitizer).
+DedupOptions Budget64() {
+  DedupOptions o;
+  o.memory_limit = 64 << 20;
+  return o;
+}
+
 RunOptions Quiet(int threads = 1) {
   RunOptions r;
   r.threads = threads;
@@ -92,7 +100,7 @@ TEST(Dedup, ExactNearShortEmptyAndBadRecords) {
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
   const std::string out = tmp.Join("out");
-  DedupOptions o;
+  DedupOptions o = Budget64();
   auto rep = RunDedup(Env::Default(), {input}, out, o, Quiet());
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->counts.docs_in, 10u);
@@ -161,7 +169,7 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(40, 10)).ok());
-  DedupOptions o;
+  DedupOptions o = Budget64();
   o.split_bytes = 16 << 10;  // many splits
   auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("t1"), o, Quiet(1));
   ASSERT_TRUE(r1.ok()) << r1.status();
@@ -213,7 +221,7 @@ TEST(Dedup, StageRefusesIncompleteTaskSetAndNamesTheMissingTask) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(5, 10)).ok());
-  DedupOptions o;
+  DedupOptions o = Budget64();
   o.split_bytes = 4 << 10;
   const std::string out = tmp.Join("out");
   for (int t : {0, 2}) {
@@ -252,7 +260,7 @@ TEST(Dedup, CorruptedIntermediateFileIsDetected) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(5, 6)).ok());
-  DedupOptions o;
+  DedupOptions o = Budget64();
   const std::string out = tmp.Join("out");
   ASSERT_TRUE(RunDedupStage(Env::Default(), DedupStage::kSignatures, {input}, out, o, Quiet()).ok());
   const std::string sig = JoinPath(out, ".dedup-work/sig/sig-00000-of-00001.bin");
@@ -280,7 +288,7 @@ TEST(Dedup, DiskFullDuringTheRunIsAnErrorNotACrash) {
   int64_t total = 0;
   {
     FaultInjectionEnv env(Env::Default());
-    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("full"), DedupOptions{}, Quiet()).ok());
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("full"), Budget64(), Quiet()).ok());
     total = env.appended_bytes();
   }
   ASSERT_GT(total, 1000);
@@ -289,11 +297,263 @@ TEST(Dedup, DiskFullDuringTheRunIsAnErrorNotACrash) {
     FaultInjectionEnv env(Env::Default());
     env.SetDiskSpace(budget);
     const std::string out = tmp.Join("out" + std::to_string(budget));
-    auto r = RunDedup(&env, {input}, out, DedupOptions{}, Quiet());
+    auto r = RunDedup(&env, {input}, out, Budget64(), Quiet());
     ASSERT_FALSE(r.ok()) << "budget " << budget;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
     EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
   }
+}
+
+// Many short near-duplicate pairs, then the whole corpus again (exact copies): thousands of
+// candidate pairs whose first documents do not fit the verification cache of a 1 MB budget.
+std::string ManyDuplicatesCorpus(int families) {
+  Rng rng(17);
+  std::vector<std::string> docs;
+  for (int f = 0; f < families; ++f) {
+    std::string base = Words(rng, 160);
+    docs.push_back(Mutate(base, 1, rng.Next()));
+    docs.push_back(std::move(base));
+  }
+  std::string in;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const std::string& d : docs) in += JsonLine(d);
+  }
+  return in;
+}
+
+TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(600)).ok());
+  for (bool verify : {true, false}) {
+    SCOPED_TRACE(verify ? "verify" : "no verify");
+    DedupOptions big = Budget64();  // one pass: everything fits
+    big.verify = verify;
+    big.split_bytes = 64 << 10;
+    auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("big"), big, Quiet(1));
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    EXPECT_EQ(r1->verify_passes, 1u);  // everything fits: one scan of the spilled sets
+    EXPECT_GT(r1->removed_near, 500u);
+    EXPECT_EQ(r1->removed_exact, 1200u);  // the second copies
+    DedupOptions tiny = big;
+    tiny.memory_limit = 1 << 20;  // blocks of 1024 pairs, a 128 KB cache: ~160 KB of first sets
+    auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    // More scans than blocks of pairs: first documents that did not fit waited for a later scan.
+    const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 1023) / 1024;
+    EXPECT_GE(blocks, 2u);
+    EXPECT_GT(r2->verify_passes, blocks);
+    EXPECT_GT(r2->spilled_set_bytes, uint64_t{1} << 19);
+    EXPECT_EQ(r2->spilled_set_bytes, r1->spilled_set_bytes);
+    EXPECT_EQ(r2->candidate_pairs, r1->candidate_pairs);
+    EXPECT_EQ(r2->verified_pairs, r1->verified_pairs);
+    EXPECT_EQ(r2->cluster_sizes, r1->cluster_sizes);
+    const std::string kept = OutputBytes(tmp.Join("big"));
+    EXPECT_FALSE(kept.empty());
+    EXPECT_EQ(OutputBytes(tmp.Join("tiny")), kept);
+    EXPECT_EQ(OutputBytes(tmp.Join("tiny/removed")), OutputBytes(tmp.Join("big/removed")));
+    // Every removed document points to an earlier one (here each has an edge to one).
+    for (const OutDoc& d : ReadOutput(tmp.Join("tiny/removed"))) {
+      const std::string dup = d.Field("duplicate_of");
+      ASSERT_EQ(dup.rfind(input + ":", 0), 0u) << dup;
+      EXPECT_LT(std::stoull(dup.substr(input.size() + 1)), d.doc.line) << d.raw;
+    }
+  }
+}
+
+// Wraps the clusters stage's spill of candidate sets ("...-sets.bin") to corrupt it, truncate it,
+// or record where it starts in the stream of appended bytes.
+class SpillTamperingEnv : public FaultInjectionEnv {
+ public:
+  enum class Mode { kNone, kFlipByte, kDropBytes };
+  SpillTamperingEnv(Env* base, Mode mode) : FaultInjectionEnv(base), mode_(mode) {}
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    auto f = FaultInjectionEnv::NewWritableFile(path);
+    if (!f.ok() || path.find("-sets.bin") == std::string::npos) return f;
+    spill_starts_at_ = appended_bytes();
+    return std::unique_ptr<WritableFile>(new File(std::move(*f), this));
+  }
+  int64_t spill_starts_at() const { return spill_starts_at_; }
+  uint64_t spill_bytes() const { return spill_bytes_; }
+
+ private:
+  class File : public WritableFile {
+   public:
+    File(std::unique_ptr<WritableFile> base, SpillTamperingEnv* env)
+        : base_(std::move(base)), env_(env) {}
+    absl::Status Append(std::string_view data) override {
+      env_->spill_bytes_ += data.size();
+      if (env_->mode_ == Mode::kNone || done_ || data.size() < 4096) return base_->Append(data);
+      done_ = true;
+      std::string bad(data);
+      if (env_->mode_ == Mode::kFlipByte) {
+        bad[bad.size() / 2] ^= 0x10;
+      } else {
+        bad.erase(bad.size() / 2, 40);
+      }
+      return base_->Append(bad);
+    }
+    absl::Status Flush() override { return base_->Flush(); }
+    absl::Status Sync() override { return base_->Sync(); }
+    absl::Status Close() override { return base_->Close(); }
+    uint64_t Size() const override { return base_->Size(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> base_;
+    SpillTamperingEnv* env_;
+    bool done_ = false;
+  };
+  Mode mode_;
+  int64_t spill_starts_at_ = -1;
+  uint64_t spill_bytes_ = 0;
+};
+
+TEST(Dedup, CorruptOrTruncatedVerificationSpillIsDataLoss) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(300)).ok());
+  for (auto mode : {SpillTamperingEnv::Mode::kFlipByte, SpillTamperingEnv::Mode::kDropBytes}) {
+    SpillTamperingEnv env(Env::Default(), mode);
+    const std::string out = tmp.Join(mode == SpillTamperingEnv::Mode::kFlipByte ? "flip" : "drop");
+    auto r = RunDedup(&env, {input}, out, Budget64(), Quiet());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+    EXPECT_NE(std::string(r.status().message()).find("-sets.bin"), std::string::npos)
+        << r.status();
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+    EXPECT_FALSE(Env::Default()->FileExists(
+        JoinPath(out, ".dedup-work/clusters/edges-00000-of-00001.bin")));
+  }
+}
+
+TEST(Dedup, DiskFullDuringTheVerificationSpill) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(300)).ok());
+  int64_t start = 0;
+  uint64_t size = 0;
+  {
+    SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("ok"), Budget64(), Quiet()).ok());
+    start = env.spill_starts_at();
+    size = env.spill_bytes();
+  }
+  ASSERT_GT(start, 0);
+  ASSERT_GT(size, 100000u);
+  SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
+  env.SetDiskSpace(start + static_cast<int64_t>(size / 2));
+  const std::string out = tmp.Join("full");
+  auto r = RunDedup(&env, {input}, out, Budget64(), Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // The buckets stage finished, the clusters stage published nothing, the spill is gone.
+  const std::string work = JoinPath(out, ".dedup-work");
+  EXPECT_TRUE(Env::Default()->FileExists(JoinPath(work, "buckets/pairs-00000-of-00001.bin")));
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(work, "clusters/edges-00000-of-00001.bin")));
+  auto left = Env::Default()->ListDir(JoinPath(work, "tmp"));
+  ASSERT_TRUE(left.ok());
+  for (const std::string& n : *left) EXPECT_EQ(n.find("-sets.bin"), std::string::npos) << n;
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+}
+
+TEST(SetsFile, RoundTripAndCorruption) {
+  TempDir tmp;
+  const std::string path = tmp.Join("sets.bin");
+  internal::FileHeader h;
+  h.kind = format::Kind::kShingleSets;
+  {
+    auto w = internal::FileWriter::Open(Env::Default(), path, h);
+    ASSERT_TRUE(w.ok());
+    std::string data;
+    internal::AppendSetRecord(&data, 7, {1, 2, 3});
+    internal::AppendSetRecord(&data, 9, {});
+    internal::AppendSetRecord(&data, 12, {5});
+    ASSERT_TRUE((*w)->AddSerialized(data, 3).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto read_all = [&]() -> absl::Status {
+    auto r = internal::FileReader::Open(Env::Default(), path, format::Kind::kShingleSets, 0);
+    if (!r.ok()) return r.status();
+    uint64_t key;
+    std::vector<uint64_t> v;
+    std::vector<std::pair<uint64_t, std::vector<uint64_t>>> got;
+    while (true) {
+      auto more = (*r)->NextSet(&key, &v);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      got.emplace_back(key, v);
+    }
+    using Sets = std::vector<std::pair<uint64_t, std::vector<uint64_t>>>;
+    EXPECT_EQ(got, (Sets{{7, {1, 2, 3}}, {9, {}}, {12, {5}}}));
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(read_all().ok());
+  const std::string good = *ReadFileToString(Env::Default(), path);
+  const size_t body = format::kHeaderSize;
+  // A value flipped: checksum. A count that runs past the end: named as such. Truncated: footer.
+  std::string bad = good;
+  bad[body + 16 + 8] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
+  absl::Status s = read_all();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(s.message()).find("checksum mismatch"), std::string::npos) << s;
+  bad = good;
+  bad[body + 8] = 100;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
+  s = read_all();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(s.message()).find("set record of 100 values"), std::string::npos) << s;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, good.substr(0, good.size() - 9)).ok());
+  EXPECT_EQ(read_all().code(), absl::StatusCode::kDataLoss);
+}
+
+// r, x, y in input order: r and x are each near y (Jaccard 0.87) but not near each other (0.76).
+// x is removed (its cluster's first document is r) though its only edge goes to the later y.
+TEST(Dedup, DuplicateOfIsEarlierUnlessTheOnlyEdgeIsToALaterDocument) {
+  TempDir tmp;
+  std::vector<std::string> base;
+  for (int i = 0; i < 300; ++i) {
+    std::string t = "w";
+    t += std::to_string(i);
+    base.push_back(t);
+  }
+  auto edit = [&](std::vector<int> at, const std::string& tag) {
+    std::vector<std::string> w = base;
+    for (size_t k = 0; k < at.size(); ++k) {
+      w[at[k]] = tag;
+      w[at[k]] += std::to_string(k);
+    }
+    std::string s;
+    for (const auto& t : w) {
+      if (!s.empty()) s += ' ';
+      s += t;
+    }
+    return s;
+  };
+  const std::string r = edit({10, 40, 70, 100}, "r"), x = edit({180, 210, 240, 270}, "x");
+  const std::string y = edit({}, "");
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, JsonLine(r) + JsonLine(x) + JsonLine(y)).ok());
+  DedupOptions o = Budget64();
+  std::vector<uint64_t> sr, sx, sy;
+  ShingleHashes(r, o.shingle, &sr);
+  ShingleHashes(x, o.shingle, &sx);
+  ShingleHashes(y, o.shingle, &sy);
+  ASSERT_LT(JaccardSorted(sr, sx), 0.8);
+  ASSERT_GE(JaccardSorted(sx, sy), 0.8);
+  auto rep = RunDedup(Env::Default(), {input}, tmp.Join("out"), o, Quiet());
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->cluster_sizes.at(3), 1u);
+  std::vector<OutDoc> removed = ReadOutput(tmp.Join("out/removed"));
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed[0].doc.line, 2u);
+  EXPECT_EQ(removed[0].Field("reason"), "near");
+  EXPECT_EQ(removed[0].Field("kept"), input + ":1");
+  EXPECT_EQ(removed[0].Field("duplicate_of"), input + ":3");  // its only edge
+  EXPECT_EQ(removed[0].Field("similarity"), JsonDouble(JaccardSorted(sx, sy)));
+  EXPECT_EQ(removed[1].doc.line, 3u);
+  EXPECT_EQ(removed[1].Field("duplicate_of"), input + ":1");  // tie with x: the earliest
 }
 
 TEST(Dedup, AllIdenticalCorpus) {
@@ -304,7 +564,7 @@ TEST(Dedup, AllIdenticalCorpus) {
   for (int i = 0; i < 500; ++i) in += JsonLine(text);
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
-  auto r = RunDedup(Env::Default(), {input}, tmp.Join("out"), DedupOptions{}, Quiet(2));
+  auto r = RunDedup(Env::Default(), {input}, tmp.Join("out"), Budget64(), Quiet(2));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->counts.docs_out, 1u);
   EXPECT_EQ(r->counts.docs_removed, 499u);
@@ -312,6 +572,16 @@ TEST(Dedup, AllIdenticalCorpus) {
   EXPECT_EQ(r->clusters, 1u);
   EXPECT_EQ(r->cluster_sizes.at(500), 1u);
   EXPECT_EQ(r->exact_pairs, 499u);  // a star from the first document, not 500 * 499 / 2
+  // The same under the smallest budget (1 MB), in two tasks per stage.
+  DedupOptions tiny;
+  tiny.memory_limit = 1 << 20;
+  tiny.split_bytes = 4 << 10;
+  auto t = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->removed_exact, 499u);
+  EXPECT_EQ(t->cluster_sizes, r->cluster_sizes);
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny")), OutputBytes(tmp.Join("out")));
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny/removed")), OutputBytes(tmp.Join("out/removed")));
 }
 
 TEST(Dedup, LineDedupRemovesLinesSharedByDocuments) {
@@ -323,7 +593,7 @@ TEST(Dedup, LineDedupRemovesLinesSharedByDocuments) {
   in += JsonLine("unique\n\nunique\n");  // repeated within one document only; blank lines stay
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, in).ok());
-  DedupOptions o;
+  DedupOptions o = Budget64();
   o.line_dedup = true;
   o.near = false;
   o.exact = false;
@@ -414,6 +684,11 @@ TEST(Options, FromConfigAndValidation) {
   EXPECT_NE(std::string(e.status().message()).find("exceeds num_perm"), std::string::npos);
   auto badnorm = Config::FromString("[dedup]\nexact_normalize = \"nfkc\"\n", "t.toml");
   EXPECT_FALSE(DedupOptions::FromConfig(*badnorm).ok());
+  DedupOptions small;
+  small.memory_limit = 1 << 20;
+  EXPECT_TRUE(small.Validate().ok());
+  small.memory_limit = (1 << 20) - 1;
+  EXPECT_NE(std::string(small.Validate().message()).find("at least 1 MB"), std::string::npos);
 }
 
 }  // namespace

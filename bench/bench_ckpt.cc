@@ -46,6 +46,7 @@ struct CkptFlags {
   bool async = false;
   bool no_peers = false;
   std::string overlap = "auto";
+  int copy_threads = 0;  // 0: the writer's default
   std::string python;  // empty: FindPython picks one that imports torch
 };
 
@@ -293,6 +294,7 @@ std::vector<std::unique_ptr<ck::FileWriter>> MakeWriters(const CkptFlags& f, int
     o.queue_depth = qd;
     o.block_size = bs;
     o.overlap = f.overlap == "on" ? ck::Overlap::kOn : f.overlap == "off" ? ck::Overlap::kOff : ck::Overlap::kAuto;
+    o.copy_threads = f.copy_threads;
     w.push_back(std::move(*ck::FileWriter::Create(o)));
   }
   return w;
@@ -504,6 +506,8 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
   app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
   app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
+  app->add_option("--copy-threads", f->copy_threads,
+                  "Snapshot copy threads (0: the writer's default, min(8, CPUs)); the memcpy peer uses as many");
   app->add_option("--overlap", f->overlap,
                   "Write while the snapshot is copied: on, off, or auto (on with >= 8 CPUs)")
       ->check(CLI::IsMember({"auto", "on", "off"}))

@@ -317,7 +317,8 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
         tensors only; GPU tensors are always copied): returns at once and writes aligned tensors
         from their own memory; the caller must not modify them until wait() returns.
         blocking=True always writes host tensors in place (nothing can modify them meanwhile).
-    copy_threads: threads of the writer's snapshot copy (None: min(8, CPUs)).
+    copy_threads: threads of the writer's snapshot copy (None: the CPUs this process may use,
+        divided by LOCAL_WORLD_SIZE, at most 16).
     """
     global _last_handle
     import time

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -536,82 +538,73 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   uint64_t input_bytes = 0;
   for (const auto& f : inputs) input_bytes += f.bytes;
 
-  // ---- clean ----
+  // ---- clean, dedup ----
+  // Each reads `docs` and leaves its kept parts in WORK/<name>; a completed stage is not run again.
   std::vector<std::string> docs = bc.inputs;  // what the next stage reads
-  std::optional<StageRecord> clean_rec;
-  if (bc.clean_enabled) {
-    const std::string dir = JoinPath(work, "clean");
-    clean_rec = LoadRecord(env, record_path("clean"), bc.hash);
-    if (!clean_rec && !may_run_early) return needs("clean", "tokenizer");
-    if (!clean_rec) {
+  using StageRun = std::function<absl::StatusOr<StageRecord>(const std::string& dir, const RunOptions&)>;
+  auto doc_stage = [&](const std::string& name, bool enabled,
+                       const StageRun& run_stage) -> absl::StatusOr<std::optional<StageRecord>> {
+    std::optional<StageRecord> rec;
+    if (!enabled) return rec;
+    const std::string dir = JoinPath(work, name);
+    rec = LoadRecord(env, record_path(name), bc.hash);
+    if (!rec && !may_run_early) return needs(name, "tokenizer");
+    if (!rec) {
       RETURN_IF_ERROR(env->RemoveAll(dir));
       RunOptions run = opts.run;
       run.task = 0;
       run.tasks = 1;
-      ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
-      StageRecord r;
-      r.summary.name = "clean";
-      r.summary.docs_in = cr.counts.docs_in;
-      r.summary.docs_out = cr.counts.docs_out;
-      r.summary.docs_rejected = cr.counts.docs_rejected;
-      r.summary.docs_removed = cr.counts.docs_removed;
-      r.summary.bytes_in = cr.record_bytes;
-      r.summary.seconds = cr.seconds;
-      JsonWriter w(0);
-      w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
-      w.Field("docs_rejected", cr.counts.docs_rejected);
-      w.Field("docs_removed", cr.counts.docs_removed);
-      w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
-      w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
-      for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
-      w.EndObject().EndObject();
-      r.report_json = w.Take();
+      ASSIGN_OR_RETURN(StageRecord r, run_stage(dir, run));
+      r.summary.name = name;
       RETURN_IF_ERROR(complete(r));
-      clean_rec = r;
+      rec = std::move(r);
     }
     ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
-  }
-
-  // ---- dedup ----
-  std::optional<StageRecord> dedup_rec;
-  if (bc.dedup_enabled) {
-    const std::string dir = JoinPath(work, "dedup");
-    dedup_rec = LoadRecord(env, record_path("dedup"), bc.hash);
-    if (!dedup_rec && !may_run_early) return needs("dedup", "tokenizer");
-    if (!dedup_rec) {
-      RETURN_IF_ERROR(env->RemoveAll(dir));
-      RunOptions run = opts.run;
-      run.task = 0;
-      run.tasks = 1;
-      dedup::DedupOptions dopt = bc.dedup;
-      if (docs.empty()) {
-        return absl::FailedPreconditionError("build: the clean stage kept no documents");
-      }
-      ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, dopt, run));
-      StageRecord r;
-      r.summary.name = "dedup";
-      r.summary.docs_in = dr.counts.docs_in;
-      r.summary.docs_out = dr.counts.docs_out;
-      r.summary.docs_rejected = dr.counts.docs_rejected;
-      r.summary.docs_removed = dr.counts.docs_removed;
-      r.summary.bytes_in = dr.counts.bytes_in;
-      double secs = 0;
-      for (const auto& st : dr.stages) secs += st.seconds;
-      r.summary.seconds = secs;
-      JsonWriter w(0);
-      w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
-      w.Field("docs_rejected", dr.counts.docs_rejected);
-      w.Field("docs_removed", dr.counts.docs_removed);
-      w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
-      w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
-      w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
-      w.Field("threshold", dr.threshold).EndObject();
-      r.report_json = w.Take();
-      RETURN_IF_ERROR(complete(r));
-      dedup_rec = r;
-    }
-    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
-  }
+    return rec;
+  };
+  auto counts_summary = [](const DocCounts& c, StageSummary* s) {
+    s->docs_in = c.docs_in;
+    s->docs_out = c.docs_out;
+    s->docs_rejected = c.docs_rejected;
+    s->docs_removed = c.docs_removed;
+  };
+  auto run_clean = [&](const std::string& dir, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+    ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
+    StageRecord r;
+    counts_summary(cr.counts, &r.summary);
+    r.summary.bytes_in = cr.record_bytes;
+    r.summary.seconds = cr.seconds;
+    JsonWriter w(0);
+    w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
+    w.Field("docs_rejected", cr.counts.docs_rejected);
+    w.Field("docs_removed", cr.counts.docs_removed);
+    w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
+    w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
+    for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
+    w.EndObject().EndObject();
+    r.report_json = w.Take();
+    return r;
+  };
+  auto run_dedup = [&](const std::string& dir, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+    if (docs.empty()) return absl::FailedPreconditionError("build: the clean stage kept no documents");
+    ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, bc.dedup, run));
+    StageRecord r;
+    counts_summary(dr.counts, &r.summary);
+    r.summary.bytes_in = dr.counts.bytes_in;
+    for (const auto& st : dr.stages) r.summary.seconds += st.seconds;
+    JsonWriter w(0);
+    w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
+    w.Field("docs_rejected", dr.counts.docs_rejected);
+    w.Field("docs_removed", dr.counts.docs_removed);
+    w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
+    w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
+    w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
+    w.Field("threshold", dr.threshold).EndObject();
+    r.report_json = w.Take();
+    return r;
+  };
+  ASSIGN_OR_RETURN(std::optional<StageRecord> clean_rec, doc_stage("clean", bc.clean_enabled, run_clean));
+  ASSIGN_OR_RETURN(std::optional<StageRecord> dedup_rec, doc_stage("dedup", bc.dedup_enabled, run_dedup));
   if (docs.empty()) {
     return absl::FailedPreconditionError("build: no documents left after clean and dedup");
   }

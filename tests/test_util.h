@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -41,6 +44,27 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The result of running the built `grist` binary.
+struct CliRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `grist ARGS` from the build tree through the shell; `env` is put before the command (e.g.
+// "GRIST_X=1").
+inline CliRun RunGrist(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + " " + GRIST_BINARY_DIR + "/grist " + args + " 2>&1";
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
 
 }  // namespace grist::testing
 

@@ -2,9 +2,7 @@
 // carrying on past a bench that fails, crashes or hangs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -16,23 +14,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliRun Grist(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + " " + GRIST_BINARY_DIR + "/grist " + args + " 2>&1";
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using ::grist::testing::CliRun;
+using ::grist::testing::RunGrist;
 
 // A small tmpfs mounted at `dir` (root only); unmounted by the destructor.
 class TmpfsMount {
@@ -54,7 +37,7 @@ class TmpfsMount {
 // --quick caps the checkpoint at 64 MiB; every figure of the JSON record has its own name.
 TEST(BenchCliTest, CkptQuickRecordsUniqueFigureNames) {
   testing::TempDir tmp;
-  CliRun r = Grist("bench ckpt --quick --async --no-peers --repetitions 1 --warmup 0 --quiet --dir " +
+  CliRun r = RunGrist("bench ckpt --quick --async --no-peers --repetitions 1 --warmup 0 --quiet --dir " +
                    tmp.Join("d") + " --output " + tmp.Join("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("size: 64 MiB"));
@@ -75,10 +58,10 @@ TEST(BenchCliTest, CkptQuickRecordsUniqueFigureNames) {
 
 TEST(BenchCliTest, SweepWithNoValuesIsAnError) {
   testing::TempDir tmp;
-  CliRun r = Grist("bench fs --quick --output " + tmp.path() + " --sweep block_size=");
+  CliRun r = RunGrist("bench fs --quick --output " + tmp.path() + " --sweep block_size=");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("grist bench: error: --sweep block_size: no values given"));
-  r = Grist("bench fs --quick --output " + tmp.path() + " --sweep threads=1,2");
+  r = RunGrist("bench fs --quick --output " + tmp.path() + " --sweep threads=1,2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("this bench cannot sweep 'threads'; it sweeps: block_size"));
 }
@@ -87,7 +70,7 @@ TEST(BenchCliTest, ReadOnlyOutputIsAClearErrorBeforeAnyWork) {
   testing::TempDir tmp;
   TmpfsMount ro(tmp.Join("ro"), "ro,size=1m");
   if (!ro.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root); skipped";
-  CliRun r = Grist("bench fs --quick --output " + tmp.Join("ro/results"));
+  CliRun r = RunGrist("bench fs --quick --output " + tmp.Join("ro/results"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("output directory " + tmp.Join("ro/results") +
                                   " is on a read-only file system"));
@@ -98,7 +81,7 @@ TEST(BenchCliTest, FullOutputIsAClearError) {
   testing::TempDir tmp;
   TmpfsMount full(tmp.Join("full"), "size=256k");
   if (!full.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root); skipped";
-  CliRun r = Grist("bench fs --quick --output " + tmp.Join("full/results"));
+  CliRun r = RunGrist("bench fs --quick --output " + tmp.Join("full/results"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("output directory " + tmp.Join("full/results") +
                                   " has no space left for results"));
@@ -106,7 +89,7 @@ TEST(BenchCliTest, FullOutputIsAClearError) {
 
 TEST(BenchCliTest, AllWritesAnIndexWithEachBenchsTableAndPlot) {
   testing::TempDir tmp;
-  CliRun r = Grist("bench all --only fs --repetitions 1 --warmup 0 --output " + tmp.path());
+  CliRun r = RunGrist("bench all --only fs --repetitions 1 --warmup 0 --output " + tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[1/1] grist bench fs ... ok"));
   auto index = ReadFileToString(Env::Default(), tmp.Join("index.md"));
@@ -134,7 +117,7 @@ TEST(BenchCliTest, AllReportsAFailingCrashingOrHangingBenchAndGoesOn) {
   };
   for (const auto& c : cases) {
     testing::TempDir tmp;
-    CliRun r = Grist("bench all --only fs --timeout 1 --repetitions 1 --warmup 0 --output " + tmp.path(),
+    CliRun r = RunGrist("bench all --only fs --timeout 1 --repetitions 1 --warmup 0 --output " + tmp.path(),
                   std::string("GRIST_BENCH_INJECT_FAULT=") + c.fault);
     EXPECT_EQ(r.exit_code, 1) << c.fault;
     EXPECT_THAT(r.output, HasSubstr("1 of 1 benches did not succeed (fs)")) << c.fault;
@@ -147,7 +130,7 @@ TEST(BenchCliTest, AllReportsAFailingCrashingOrHangingBenchAndGoesOn) {
 TEST(BenchCliTest, HarnessSweepsABenchOverItsOwnFlag) {
   testing::TempDir tmp;
   // fs has --size-mib but does not sweep it itself: the harness runs one process per value.
-  CliRun r = Grist("bench fs --quick --repetitions 1 --warmup 0 --sweep size_mib=2,4 --output " +
+  CliRun r = RunGrist("bench fs --quick --repetitions 1 --warmup 0 --sweep size_mib=2,4 --output " +
                    tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto md = ReadFileToString(Env::Default(), tmp.Join("fs.md"));
@@ -168,10 +151,10 @@ TEST(BenchCliTest, HarnessSweepsABenchOverItsOwnFlag) {
 
 TEST(BenchCliTest, AllRejectsUnknownNamesAndSweeps) {
   testing::TempDir tmp;
-  CliRun r = Grist("bench all --only nosuch --output " + tmp.path());
+  CliRun r = RunGrist("bench all --only nosuch --output " + tmp.path());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("--only: no bench named 'nosuch'"));
-  r = Grist("bench all --sweep threads=1,2 --output " + tmp.path());
+  r = RunGrist("bench all --sweep threads=1,2 --output " + tmp.path());
   EXPECT_THAT(r.output, HasSubstr("--sweep applies to one bench"));
 }
 

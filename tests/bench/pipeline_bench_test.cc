@@ -3,9 +3,7 @@
 // and that bench build builds the very release `grist build` publishes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -20,23 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-CliRun Grist(const std::string& args) {
-  std::string cmd = std::string(GRIST_BINARY_DIR) + "/grist " + args + " 2>&1";
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using ::grist::testing::CliRun;
+using ::grist::testing::RunGrist;
 
 // The text after `key` up to the end of its line.
 std::string After(const std::string& text, const std::string& key) {
@@ -103,9 +86,9 @@ class PipelineBenchTest : public ::testing::Test {
 };
 
 TEST_F(PipelineBenchTest, PackReportsBothStrategiesAgainstMemcpyWithExactConcatArithmetic) {
-  CliRun b = Grist("build --quiet --config " + Config(false) + " --output " + tmp_.Join("rel"));
+  CliRun b = RunGrist("build --quiet --config " + Config(false) + " --output " + tmp_.Join("rel"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  CliRun r = Grist("bench pack --tokens " + tmp_.Join("rel.work/tokens") +
+  CliRun r = RunGrist("bench pack --tokens " + tmp_.Join("rel.work/tokens") +
                    " --seq-len 64 --window 65536 --repetitions 1 --warmup 0 --work " +
                    tmp_.Join("w") + " --output " + tmp_.Join("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -134,11 +117,11 @@ TEST_F(PipelineBenchTest, PackReportsBothStrategiesAgainstMemcpyWithExactConcatA
 TEST_F(PipelineBenchTest, BuildBenchBuildsTheSameReleaseAndTimesEveryStage) {
   const std::string config = Config(true);
   CliRun b =
-      Grist("build --quiet --threads 2 --config " + config + " --output " + tmp_.Join("rel"));
+      RunGrist("build --quiet --threads 2 --config " + config + " --output " + tmp_.Join("rel"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const std::string id = After(b.output, "release ").substr(0, 32);
   ASSERT_EQ(id.size(), 32u) << b.output;
-  CliRun r = Grist("bench build --config " + config +
+  CliRun r = RunGrist("bench build --config " + config +
                    " --threads 2 --repetitions 1 --warmup 0 "
                    "--work " +
                    tmp_.Join("w") + " --output " + tmp_.Join("out"));

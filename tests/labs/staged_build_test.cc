@@ -4,9 +4,7 @@
 // incomplete set is refused with a message naming what is missing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,23 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CliResult Grist(const std::string& args) {
-  std::string cmd = std::string(GRIST_BINARY_DIR) + "/grist " + args + " 2>&1";
-  CliResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using ::grist::testing::CliRun;
+using ::grist::testing::RunGrist;
 
 // Every regular file under `dir` except reports/ (timings), as relative path -> bytes.
 void Collect(const std::string& dir, const std::string& rel, std::map<std::string, std::string>* out) {
@@ -97,23 +80,23 @@ class StagedBuildTest : public ::testing::Test {
 };
 
 TEST_F(StagedBuildTest, ThreeTasksInAnyOrderGiveTheSameBytesAsOneBuild) {
-  CliResult local = Grist(Build("local", ""));
+  CliRun local = RunGrist(Build("local", ""));
   ASSERT_EQ(local.exit_code, 0) << local.output;
 
-  CliResult r = Grist(Build("staged", "--stage tokenizer"));
+  CliRun r = RunGrist(Build("staged", "--stage tokenizer"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("stage tokenizer done trained: 400 documents in"));
   for (int task : {2, 0, 1}) {
-    r = Grist(Build("staged", "--stage tokenize --task " + std::to_string(task) + " --tasks 3"));
+    r = RunGrist(Build("staged", "--stage tokenize --task " + std::to_string(task) + " --tasks 3"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("task " + std::to_string(task) + " of 3"));
   }
-  r = Grist(Build("staged", "--stage tokenize-merge"));
+  r = RunGrist(Build("staged", "--stage tokenize-merge"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The stage's time is its slowest task's plus the merge's, not the merge's alone.
   EXPECT_THAT(r.output, HasSubstr("stage tokenize-merge done merged 3 task(s); slowest "));
   EXPECT_THAT(r.output, HasSubstr(" s: 400 documents in, 400 out"));
-  r = Grist(Build("staged", "--stage pack"));
+  r = RunGrist(Build("staged", "--stage pack"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   std::map<std::string, std::string> a, b;
@@ -129,24 +112,24 @@ TEST_F(StagedBuildTest, ThreeTasksInAnyOrderGiveTheSameBytesAsOneBuild) {
 }
 
 TEST_F(StagedBuildTest, StagesOutOfOrderAndIncompleteSetsAreRefused) {
-  CliResult r = Grist(Build("s", "--stage pack"));
+  CliRun r = RunGrist(Build("s", "--stage pack"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("--stage pack: stage tokenizer has not completed under this "
                                   "config"));
   EXPECT_THAT(r.output, HasSubstr("run --stage tokenizer first"));
-  ASSERT_EQ(Grist(Build("s", "--stage tokenizer")).exit_code, 0);
-  r = Grist(Build("s", "--stage pack"));
+  ASSERT_EQ(RunGrist(Build("s", "--stage tokenizer")).exit_code, 0);
+  r = RunGrist(Build("s", "--stage pack"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("run --stage tokenize (every task) and tokenize-merge first"));
-  ASSERT_EQ(Grist(Build("s", "--stage tokenize --task 0 --tasks 3")).exit_code, 0);
-  ASSERT_EQ(Grist(Build("s", "--stage tokenize --task 2 --tasks 3")).exit_code, 0);
-  r = Grist(Build("s", "--stage tokenize-merge"));
+  ASSERT_EQ(RunGrist(Build("s", "--stage tokenize --task 0 --tasks 3")).exit_code, 0);
+  ASSERT_EQ(RunGrist(Build("s", "--stage tokenize --task 2 --tasks 3")).exit_code, 0);
+  r = RunGrist(Build("s", "--stage tokenize-merge"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("task 1 of 3 has not finished"));
-  r = Grist(Build("s", "--stage pack --task 1 --tasks 3"));
+  r = RunGrist(Build("s", "--stage pack --task 1 --tasks 3"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("--task/--tasks go with --stage tokenize only"));
-  r = Grist(Build("s", "--stage shard"));
+  r = RunGrist(Build("s", "--stage shard"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("--stage shard: unknown; stages are tokenizer, tokenize, "
                                   "tokenize-merge, pack"));

@@ -1202,8 +1202,24 @@ absl::Status RunFilter(Ctx& c) {
                                               sizeof(ClusterRecord)));
     RETURN_IF_ERROR(c.CheckFingerprint(*r, clusters_path));
   }
-  ASSIGN_OR_RETURN(std::vector<ClusterRecord> removed,
-                   FileReader::ReadAll<ClusterRecord>(c.env, clusters_path, Kind::kClusters));
+  // The removed documents, sorted by document: merge-joined in the consumer below, which sees this
+  // task's documents in input order; records of other tasks' splits are read past (and checked).
+  ASSIGN_OR_RETURN(auto removed, FileReader::Open(c.env, clusters_path, Kind::kClusters,
+                                                  sizeof(ClusterRecord)));
+  ClusterRecord next_removed{};
+  bool have_removed = false;
+  uint64_t last_removed = 0, read_removed = 0;
+  auto advance_removed = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(have_removed, removed->Next(&next_removed));
+    if (have_removed) {
+      if (read_removed++ > 0 && next_removed.doc <= last_removed) {
+        return absl::DataLossError(absl::StrCat(clusters_path, ": removed documents out of order"));
+      }
+      last_removed = next_removed.doc;
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(advance_removed());
   std::vector<std::pair<uint64_t, std::string>> ids;
   {
     ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, ids_path, Kind::kIds, 0));
@@ -1261,11 +1277,15 @@ absl::Status RunFilter(Ctx& c) {
   for (size_t i : mine) total_bytes += c.splits[i].bytes;
   Progress progress("dedup filter", total_bytes, Progress::Unit::kBytes, !c.run.progress);
   struct Out {
+    uint64_t key = 0;
     Document doc;
     std::string extra;
     int where = 0;  // 0 kept, 1 removed (duplicate), 2 rejected, 3 removed (lines)
     int reason = 0;
     uint64_t lines_removed = 0;
+    // Line dedup's text, used unless the consumer finds the document removed as a duplicate.
+    std::string lined_text;
+    bool text_changed = false;
   };
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<std::vector<Out>>(
@@ -1275,18 +1295,13 @@ absl::Status RunFilter(Ctx& c) {
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
           progress.Add(doc.input_bytes);
           Out o;
+          o.key = key;
           o.doc = doc;
           if (!doc.error.empty()) {
             o.where = 2;
             o.extra = "\"dedup\":{\"reason\":\"rejected\",\"error\":";
             AppendJsonString(&o.extra, doc.error);
             o.extra += "}";
-          } else if (auto it = std::lower_bound(removed.begin(), removed.end(), key,
-                                                [](const ClusterRecord& r, uint64_t k) { return r.doc < k; });
-                     it != removed.end() && it->doc == key) {
-            o.where = 1;
-            o.reason = static_cast<int>(it->kind);
-            o.extra = RemovedJson(*it, id_of(it->kept), id_of(it->duplicate_of));
           } else if (!dup_lines.empty()) {
             std::string text;
             text.reserve(doc.text.size());
@@ -1310,7 +1325,8 @@ absl::Status RunFilter(Ctx& c) {
                 o.extra = absl::StrCat("\"dedup\":{\"reason\":\"lines\",\"lines_removed\":",
                                        dropped, "}");
               } else {
-                o.doc.text = std::move(text);
+                o.lined_text = std::move(text);
+                o.text_changed = true;
               }
             }
           }
@@ -1321,6 +1337,19 @@ absl::Status RunFilter(Ctx& c) {
       },
       [&](size_t, std::vector<Out>&& outs) -> absl::Status {
         for (Out& o : outs) {
+          while (have_removed && next_removed.doc < o.key) RETURN_IF_ERROR(advance_removed());
+          if (have_removed && next_removed.doc == o.key) {
+            if (o.where != 2) {
+              o.where = 1;
+              o.lines_removed = 0;
+              o.text_changed = false;
+              o.reason = static_cast<int>(next_removed.kind);
+              o.extra = RemovedJson(next_removed, id_of(next_removed.kept),
+                                    id_of(next_removed.duplicate_of));
+            }
+            RETURN_IF_ERROR(advance_removed());
+          }
+          if (o.text_changed) o.doc.text = std::move(o.lined_text);
           ++stats[kDocsIn];
           stats[kBytesIn] += o.doc.input_bytes;
           stats[kInputBytes] += o.doc.input_bytes;
@@ -1350,6 +1379,8 @@ absl::Status RunFilter(Ctx& c) {
         }
         return absl::OkStatus();
       }));
+  // Read the rest, so that every task checks the whole file's checksum.
+  while (have_removed) RETURN_IF_ERROR(advance_removed());
   RETURN_IF_ERROR(kept_w->Finish().status());
   RETURN_IF_ERROR(removed_w->Finish().status());
   progress.Finish();

@@ -125,6 +125,9 @@ struct DedupReport {
   // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
   uint64_t verify_passes = 0;
   uint64_t spilled_set_bytes = 0;
+  // Merge stage: 0 when the edges fit its share of the budget (union-find in memory), else the
+  // rounds of the external connected components (docs/dedup.md).
+  uint64_t merge_rounds = 0;
   uint64_t memory_limit = 0;  // --memory-limit of the run, bytes
   int bands = 0, rows = 0, num_perm = 0;
   double threshold = 0;

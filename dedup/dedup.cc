@@ -4,10 +4,13 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <queue>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1448,56 +1451,165 @@ absl::Status MergeExternal(Ctx& c, std::vector<std::unique_ptr<FileReader>>& rea
       }));
   s.Drop(by_root);
   s.Drop(sizes);
-  // The removed documents with their choice, and the documents whose ids filter needs.
-  ASSIGN_OR_RETURN(
-      std::string need, SortToFile<uint64_t>(s, "need", true, [&](auto& add) -> absl::Status {
-        ASSIGN_OR_RETURN(auto clusters_w,
-                         FileWriter::Open(env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
-                                          c.Header(Kind::kClusters, sizeof(ClusterRecord))));
-        ASSIGN_OR_RETURN(auto earlier, Cursor<NodeBest>::Open(env, earlier_path));
-        ASSIGN_OR_RETURN(auto later, Cursor<NodeBest>::Open(env, later_path));
-        RETURN_IF_ERROR(ForEachRecord<ClusterByDoc>(env, members, [&](const ClusterByDoc& m)
-                                                                       -> absl::Status {
-          ClusterRecord r = m.r;
-          while (earlier.valid() && earlier.get().node < r.doc) RETURN_IF_ERROR(earlier.Advance());
-          while (later.valid() && later.get().node < r.doc) RETURN_IF_ERROR(later.Advance());
-          const NodeBest* b = nullptr;
-          if (earlier.valid() && earlier.get().node == r.doc) b = &earlier.get();
-          else if (later.valid() && later.get().node == r.doc) b = &later.get();
-          if (b == nullptr) return absl::InternalError("dedup merge: a member without an edge");
-          r.duplicate_of = b->partner;
-          r.similarity = b->sim;
-          r.kind = b->kind;
-          RETURN_IF_ERROR(clusters_w->Add(r));
-          ++stats[r.kind == static_cast<uint32_t>(PairKind::kExact) ? kRemovedExact : kRemovedNear];
-          RETURN_IF_ERROR(add(r.kept));
-          return add(r.duplicate_of);
-        }));
-        while (earlier.valid()) RETURN_IF_ERROR(earlier.Advance());
-        while (later.valid()) RETURN_IF_ERROR(later.Advance());
-        return clusters_w->Finish();
-      }));
+  // The removed documents with their choice.
+  {
+    ASSIGN_OR_RETURN(auto clusters_w,
+                     FileWriter::Open(env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
+                                      c.Header(Kind::kClusters, sizeof(ClusterRecord))));
+    ASSIGN_OR_RETURN(auto earlier, Cursor<NodeBest>::Open(env, earlier_path));
+    ASSIGN_OR_RETURN(auto later, Cursor<NodeBest>::Open(env, later_path));
+    RETURN_IF_ERROR(ForEachRecord<ClusterByDoc>(env, members, [&](const ClusterByDoc& m)
+                                                                   -> absl::Status {
+      ClusterRecord r = m.r;
+      while (earlier.valid() && earlier.get().node < r.doc) RETURN_IF_ERROR(earlier.Advance());
+      while (later.valid() && later.get().node < r.doc) RETURN_IF_ERROR(later.Advance());
+      const NodeBest* b = nullptr;
+      if (earlier.valid() && earlier.get().node == r.doc) {
+        b = &earlier.get();
+      } else if (later.valid() && later.get().node == r.doc) {
+        b = &later.get();
+      }
+      if (b == nullptr) return absl::InternalError("dedup merge: a member without an edge");
+      r.duplicate_of = b->partner;
+      r.similarity = b->sim;
+      r.kind = b->kind;
+      ++stats[r.kind == static_cast<uint32_t>(PairKind::kExact) ? kRemovedExact : kRemovedNear];
+      return clusters_w->Add(r);
+    }));
+    while (earlier.valid()) RETURN_IF_ERROR(earlier.Advance());
+    while (later.valid()) RETURN_IF_ERROR(later.Advance());
+    RETURN_IF_ERROR(clusters_w->Finish());
+  }
   s.Drop(members);
-  // The ids of the documents removed documents point to (each signatures file is in key order).
+  stats[kClusters] = clusters;
+  for (const auto& [sz, n] : hist) hist_out->emplace_back(sz, n);
+  return absl::OkStatus();
+}
+
+// Sorts variable-length (key, id) records by key within `memory_bytes`, spilling sorted runs
+// (format::Kind::kIds, read back through FileReader) like ExternalSorter.
+class IdSorter {
+ public:
+  IdSorter(MergeScratch& s, std::string name, uint64_t memory_bytes)
+      : s_(s), name_(std::move(name)), memory_bytes_(memory_bytes) {}
+  ~IdSorter() {
+    for (const std::string& p : runs_) s_.Drop(p);
+  }
+  absl::Status Add(uint64_t key, const std::string& id) {
+    if (bytes_ >= memory_bytes_) RETURN_IF_ERROR(Spill());
+    buffer_.emplace_back(key, id);
+    bytes_ += sizeof(buffer_[0]) + id.capacity();
+    return absl::OkStatus();
+  }
+  // Writes the records in key order (equal keys in the order added) to `w`.
+  absl::Status Finish(FileWriter& w) {
+    std::stable_sort(buffer_.begin(), buffer_.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (runs_.empty()) {
+      for (const auto& [key, id] : buffer_) RETURN_IF_ERROR(w.AddId(key, id));
+      return absl::OkStatus();
+    }
+    if (!buffer_.empty()) RETURN_IF_ERROR(Spill());
+    std::vector<std::unique_ptr<FileReader>> readers;
+    using Head = std::tuple<uint64_t, size_t, std::string>;  // key, run, id
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      ASSIGN_OR_RETURN(auto r, FileReader::Open(s_.ctx().env, runs_[i], Kind::kIds, 0));
+      readers.push_back(std::move(r));
+      Head h{0, i, std::string()};
+      ASSIGN_OR_RETURN(bool more, readers[i]->NextId(&std::get<0>(h), &std::get<2>(h)));
+      if (more) heap.push(std::move(h));
+    }
+    while (!heap.empty()) {
+      Head h = heap.top();
+      heap.pop();
+      RETURN_IF_ERROR(w.AddId(std::get<0>(h), std::get<2>(h)));
+      const size_t run = std::get<1>(h);
+      ASSIGN_OR_RETURN(bool more, readers[run]->NextId(&std::get<0>(h), &std::get<2>(h)));
+      if (more) heap.push(std::move(h));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Spill() {
+    std::stable_sort(buffer_.begin(), buffer_.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    const std::string path = s_.NewPath(name_ + "-run");
+    ASSIGN_OR_RETURN(auto w, FileWriter::Open(s_.ctx().env, path, s_.ctx().Header(Kind::kIds, 0),
+                                              /*sync=*/false));
+    for (const auto& [key, id] : buffer_) RETURN_IF_ERROR(w->AddId(key, id));
+    RETURN_IF_ERROR(w->Finish());
+    runs_.push_back(path);
+    buffer_.clear();
+    bytes_ = 0;
+    return absl::OkStatus();
+  }
+
+  MergeScratch& s_;
+  std::string name_;
+  uint64_t memory_bytes_;
+  uint64_t bytes_ = 0;
+  std::vector<std::pair<uint64_t, std::string>> buffer_;
+  std::vector<std::string> runs_;
+};
+
+// The ids filter writes into each removed record, as two files sorted by the removed document
+// (so that filter streams them beside the clusters file): kept-ids (the cluster's kept document's
+// id) and dup-ids (duplicate_of's id). The references are sorted by the referenced document and
+// joined with the signatures stage's id files (each in key order).
+absl::Status WriteRemovedIds(Ctx& c, const std::string& dir, std::vector<uint64_t>& stats) {
+  Env* env = c.env;
+  RETURN_IF_ERROR(env->CreateDirs(c.Dir("tmp")));
+  MergeScratch s(c, std::max<uint64_t>(1 << 16, c.opt.memory_limit / 4));
+  const std::string clusters_path = JoinPath(dir, TaskFileName("clusters", 0, 1));
+  std::string refs[2];
+  for (int which = 0; which < 2; ++which) {
+    ASSIGN_OR_RETURN(refs[which], SortToFile<KV>(s, which == 0 ? "kept-refs" : "dup-refs", false,
+                                                 [&](auto& add) -> absl::Status {
+      ASSIGN_OR_RETURN(auto r, FileReader::Open(env, clusters_path, Kind::kClusters,
+                                                sizeof(ClusterRecord)));
+      ClusterRecord cr;
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, r->Next(&cr));
+        if (!more) break;
+        RETURN_IF_ERROR(add(KV{which == 0 ? cr.kept : cr.duplicate_of, cr.doc}));
+      }
+      return absl::OkStatus();
+    }));
+  }
+  IdSorter kept(s, "kept-ids", c.opt.memory_limit / 8), dup(s, "dup-ids", c.opt.memory_limit / 8);
   ASSIGN_OR_RETURN(auto id_readers, OpenAll(c, "sig", "ids", DedupStage::kSignatures, Kind::kIds, 0));
-  ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(env, JoinPath(dir, TaskFileName("ids", 0, 1)),
-                                                c.Header(Kind::kIds, 0)));
   for (auto& r : id_readers) {
-    ASSIGN_OR_RETURN(auto wanted, Cursor<uint64_t>::Open(env, need));
+    ASSIGN_OR_RETURN(auto kref, Cursor<KV>::Open(env, refs[0]));
+    ASSIGN_OR_RETURN(auto dref, Cursor<KV>::Open(env, refs[1]));
     uint64_t key;
     std::string id;
     while (true) {
       ASSIGN_OR_RETURN(bool more, r->NextId(&key, &id));
       if (!more) break;
       stats[kInputBytes] += 12 + id.size();
-      while (wanted.valid() && wanted.get() < key) RETURN_IF_ERROR(wanted.Advance());
-      if (wanted.valid() && wanted.get() == key) RETURN_IF_ERROR(ids_w->AddId(key, id));
+      while (kref.valid() && kref.get().k < key) RETURN_IF_ERROR(kref.Advance());
+      while (kref.valid() && kref.get().k == key) {
+        RETURN_IF_ERROR(kept.Add(kref.get().v, id));
+        RETURN_IF_ERROR(kref.Advance());
+      }
+      while (dref.valid() && dref.get().k < key) RETURN_IF_ERROR(dref.Advance());
+      while (dref.valid() && dref.get().k == key) {
+        RETURN_IF_ERROR(dup.Add(dref.get().v, id));
+        RETURN_IF_ERROR(dref.Advance());
+      }
     }
-    while (wanted.valid()) RETURN_IF_ERROR(wanted.Advance());
+    while (kref.valid()) RETURN_IF_ERROR(kref.Advance());
+    while (dref.valid()) RETURN_IF_ERROR(dref.Advance());
   }
-  RETURN_IF_ERROR(ids_w->Finish());
-  stats[kClusters] = clusters;
-  for (const auto& [sz, n] : hist) hist_out->emplace_back(sz, n);
+  for (IdSorter* sorter : {&kept, &dup}) {
+    const char* stem = sorter == &kept ? "kept-ids" : "dup-ids";
+    ASSIGN_OR_RETURN(auto w, FileWriter::Open(env, JoinPath(dir, TaskFileName(stem, 0, 1)),
+                                              c.Header(Kind::kIds, 0)));
+    RETURN_IF_ERROR(sorter->Finish(*w));
+    RETURN_IF_ERROR(w->Finish());
+  }
   return absl::OkStatus();
 }
 
@@ -1515,6 +1627,7 @@ absl::Status RunMerge(Ctx& c) {
       internal::force_external_merge_for_testing) {
     std::vector<std::pair<uint64_t, uint64_t>> hist;
     RETURN_IF_ERROR(MergeExternal(c, readers, stats, dir, &hist));
+    RETURN_IF_ERROR(WriteRemovedIds(c, dir, stats));
     for (const auto& [s, n] : hist) {
       stats.push_back(s);
       stats.push_back(n);
@@ -1600,7 +1713,6 @@ absl::Status RunMerge(Ctx& c) {
       ++hist[size[i]];
     }
   }
-  std::vector<uint64_t> need;
   ASSIGN_OR_RETURN(auto clusters_w,
                    FileWriter::Open(c.env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
                                     c.Header(Kind::kClusters, sizeof(ClusterRecord))));
@@ -1610,8 +1722,6 @@ absl::Status RunMerge(Ctx& c) {
     ClusterRecord r{nodes[i], nodes[root[i]], b.partner, b.sim, cluster_no[root[i]], b.kind,
                     size[root[i]]};
     RETURN_IF_ERROR(clusters_w->Add(r));
-    need.push_back(r.kept);
-    need.push_back(r.duplicate_of);
     if (b.kind == static_cast<uint32_t>(PairKind::kExact)) {
       ++stats[kRemovedExact];
     } else {
@@ -1619,23 +1729,7 @@ absl::Status RunMerge(Ctx& c) {
     }
   }
   RETURN_IF_ERROR(clusters_w->Finish());
-  std::sort(need.begin(), need.end());
-  need.erase(std::unique(need.begin(), need.end()), need.end());
-  // The ids of the documents removed documents point to.
-  ASSIGN_OR_RETURN(auto id_readers, OpenAll(c, "sig", "ids", DedupStage::kSignatures, Kind::kIds, 0));
-  ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("ids", 0, 1)),
-                                                c.Header(Kind::kIds, 0)));
-  for (auto& r : id_readers) {
-    uint64_t key;
-    std::string id;
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, r->NextId(&key, &id));
-      if (!more) break;
-      stats[kInputBytes] += 12 + id.size();
-      if (std::binary_search(need.begin(), need.end(), key)) RETURN_IF_ERROR(ids_w->AddId(key, id));
-    }
-  }
-  RETURN_IF_ERROR(ids_w->Finish());
+  RETURN_IF_ERROR(WriteRemovedIds(c, dir, stats));
   stats[kClusters] = clusters;
   for (const auto& [s, n] : hist) {
     stats.push_back(s);
@@ -1667,8 +1761,10 @@ absl::Status RunFilter(Ctx& c) {
   std::vector<uint64_t> stats = NewStats();
   const std::string merge_dir = c.Dir("merge");
   const std::string clusters_path = JoinPath(merge_dir, TaskFileName("clusters", 0, 1));
-  const std::string ids_path = JoinPath(merge_dir, TaskFileName("ids", 0, 1));
-  if (!c.env->FileExists(clusters_path) || !c.env->FileExists(ids_path)) {
+  const std::string kept_ids_path = JoinPath(merge_dir, TaskFileName("kept-ids", 0, 1));
+  const std::string dup_ids_path = JoinPath(merge_dir, TaskFileName("dup-ids", 0, 1));
+  if (!c.env->FileExists(clusters_path) || !c.env->FileExists(kept_ids_path) ||
+      !c.env->FileExists(dup_ids_path)) {
     return absl::FailedPreconditionError(
         absl::StrCat("no merge output in ", merge_dir, ": run the 'merge' stage first"));
   }
@@ -1695,23 +1791,36 @@ absl::Status RunFilter(Ctx& c) {
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(advance_removed());
-  std::vector<std::pair<uint64_t, std::string>> ids;
-  {
-    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, ids_path, Kind::kIds, 0));
-    RETURN_IF_ERROR(c.CheckFingerprint(*r, ids_path));
-    uint64_t key;
+  // The ids written into the removed records, sorted by the removed document, streamed alike.
+  struct IdStream {
+    std::string path;
+    std::unique_ptr<FileReader> reader;
+    uint64_t key = 0;
     std::string id;
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, r->NextId(&key, &id));
-      if (!more) break;
-      ids.emplace_back(key, id);
+    bool valid = false;
+    absl::Status Advance() {
+      const uint64_t last = key;
+      const bool first = !valid;
+      ASSIGN_OR_RETURN(valid, reader->NextId(&key, &id));
+      if (valid && !first && key <= last) {
+        return absl::DataLossError(absl::StrCat(path, ": ids out of order"));
+      }
+      return absl::OkStatus();
     }
-  }
-  auto id_of = [&](uint64_t key) -> std::string {
-    auto it = std::lower_bound(ids.begin(), ids.end(), key,
-                               [](const auto& p, uint64_t k) { return p.first < k; });
-    return (it != ids.end() && it->first == key) ? it->second : std::string();
+    // The id recorded for removed document `doc` ("" if none, as for a document without an id).
+    absl::StatusOr<std::string> Of(uint64_t doc) {
+      while (valid && key < doc) RETURN_IF_ERROR(Advance());
+      return valid && key == doc ? id : std::string();
+    }
   };
+  IdStream id_streams[2];
+  for (int i = 0; i < 2; ++i) {
+    IdStream& st = id_streams[i];
+    st.path = i == 0 ? kept_ids_path : dup_ids_path;
+    ASSIGN_OR_RETURN(st.reader, FileReader::Open(c.env, st.path, Kind::kIds, 0));
+    RETURN_IF_ERROR(c.CheckFingerprint(*st.reader, st.path));
+    RETURN_IF_ERROR(st.Advance());
+  }
   std::vector<std::pair<uint64_t, uint64_t>> dup_lines;
   if (c.opt.line_dedup) {
     ASSIGN_OR_RETURN(auto readers, OpenAll(c, "buckets", "duplines", DedupStage::kBuckets,
@@ -1819,8 +1928,9 @@ absl::Status RunFilter(Ctx& c) {
               o.lines_removed = 0;
               o.text_changed = false;
               o.reason = static_cast<int>(next_removed.kind);
-              o.extra = RemovedJson(next_removed, id_of(next_removed.kept),
-                                    id_of(next_removed.duplicate_of));
+              ASSIGN_OR_RETURN(std::string kept_id, id_streams[0].Of(next_removed.doc));
+              ASSIGN_OR_RETURN(std::string dup_id, id_streams[1].Of(next_removed.doc));
+              o.extra = RemovedJson(next_removed, kept_id, dup_id);
             }
             RETURN_IF_ERROR(advance_removed());
           }
@@ -1856,6 +1966,9 @@ absl::Status RunFilter(Ctx& c) {
       }));
   // Read the rest, so that every task checks the whole file's checksum.
   while (have_removed) RETURN_IF_ERROR(advance_removed());
+  for (IdStream& st : id_streams) {
+    while (st.valid) RETURN_IF_ERROR(st.Advance());
+  }
   RETURN_IF_ERROR(kept_w->Finish().status());
   RETURN_IF_ERROR(removed_w->Finish().status());
   progress.Finish();

@@ -653,7 +653,8 @@ TEST(Dedup, CorruptOrTruncatedMergeSpillIsDataLossNamingTheFile) {
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ChainCorpus(20, 40, 100)).ok());
   DedupOptions tiny = ChainOptions();
   tiny.memory_limit = 1 << 20;
-  for (const char* which : {"merge-edges-by-b-", "merge-graph-", "merge-labels-", "merge-need-"}) {
+  for (const char* which : {"merge-edges-by-b-", "merge-graph-", "merge-labels-", "merge-kept-refs-",
+                            "merge-dup-ids-run-"}) {
     for (auto mode : {SpillTamperingEnv::Mode::kFlipByte, SpillTamperingEnv::Mode::kDropBytes}) {
       SCOPED_TRACE(which);
       SpillTamperingEnv env(Env::Default(), mode, which);
@@ -665,7 +666,7 @@ TEST(Dedup, CorruptOrTruncatedMergeSpillIsDataLossNamingTheFile) {
       EXPECT_NE(std::string(r.status().message()).find(which), std::string::npos) << r.status();
       EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
       EXPECT_FALSE(Env::Default()->FileExists(
-          JoinPath(out, ".dedup-work/merge/ids-00000-of-00001.bin")));
+          JoinPath(out, ".dedup-work/merge/dup-ids-00000-of-00001.bin")));
     }
   }
 }

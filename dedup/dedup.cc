@@ -1498,7 +1498,11 @@ class IdSorter {
   absl::Status Add(uint64_t key, const std::string& id) {
     if (bytes_ >= memory_bytes_) RETURN_IF_ERROR(Spill());
     buffer_.emplace_back(key, id);
-    bytes_ += sizeof(buffer_[0]) + id.capacity();
+    // The pair, and the string's heap block past the short-string buffer (with malloc's header).
+    const std::string& kept = buffer_.back().second;
+    bytes_ += sizeof(buffer_[0]) + (kept.capacity() > 15 ? kept.capacity() + 1 + 16 : 0);
+    // The vector's own growth (up to twice the records), counted as it happens.
+    if (buffer_.size() == buffer_.capacity()) bytes_ += sizeof(buffer_[0]) * buffer_.size();
     return absl::OkStatus();
   }
   // Writes the records in key order (equal keys in the order added) to `w`.
@@ -1542,6 +1546,7 @@ class IdSorter {
     RETURN_IF_ERROR(w->Finish());
     runs_.push_back(path);
     buffer_.clear();
+    buffer_.shrink_to_fit();
     bytes_ = 0;
     return absl::OkStatus();
   }
@@ -1578,7 +1583,7 @@ absl::Status WriteRemovedIds(Ctx& c, const std::string& dir, std::vector<uint64_
       return absl::OkStatus();
     }));
   }
-  IdSorter kept(s, "kept-ids", c.opt.memory_limit / 8), dup(s, "dup-ids", c.opt.memory_limit / 8);
+  IdSorter kept(s, "kept-ids", c.opt.memory_limit / 16), dup(s, "dup-ids", c.opt.memory_limit / 16);
   ASSIGN_OR_RETURN(auto id_readers, OpenAll(c, "sig", "ids", DedupStage::kSignatures, Kind::kIds, 0));
   for (auto& r : id_readers) {
     ASSIGN_OR_RETURN(auto kref, Cursor<KV>::Open(env, refs[0]));
@@ -1613,27 +1618,10 @@ absl::Status WriteRemovedIds(Ctx& c, const std::string& dir, std::vector<uint64_
   return absl::OkStatus();
 }
 
-absl::Status RunMerge(Ctx& c) {
-  Stopwatch sw;
-  std::vector<uint64_t> stats = NewStats();
-  const std::string dir = c.Dir("merge");
-  RETURN_IF_ERROR(c.env->CreateDirs(dir));
-  ASSIGN_OR_RETURN(auto readers, OpenAll(c, "clusters", "edges", DedupStage::kClusters,
-                                         Kind::kEdges, sizeof(EdgeRecord)));
-  uint64_t total_edges = 0;
-  for (const auto& r : readers) total_edges += r->records();
-  // In memory while the edges fit half the budget, else in passes over sorted files.
-  if (total_edges > c.opt.memory_limit / 2 / kInMemoryMergeBytesPerEdge ||
-      internal::force_external_merge_for_testing) {
-    std::vector<std::pair<uint64_t, uint64_t>> hist;
-    RETURN_IF_ERROR(MergeExternal(c, readers, stats, dir, &hist));
-    RETURN_IF_ERROR(WriteRemovedIds(c, dir, stats));
-    for (const auto& [s, n] : hist) {
-      stats.push_back(s);
-      stats.push_back(n);
-    }
-    return WriteStats(c, DedupStage::kMerge, std::move(stats), sw);
-  }
+// The in-memory merge: sorted edges and a union-find whose root is the smallest document.
+absl::Status MergeInMemory(Ctx& c, std::vector<std::unique_ptr<FileReader>>& readers,
+                           std::vector<uint64_t>& stats, const std::string& dir,
+                           std::vector<std::pair<uint64_t, uint64_t>>* hist_out) {
   std::vector<EdgeRecord> edges;
   for (auto& r : readers) {
     EdgeRecord e;
@@ -1729,8 +1717,30 @@ absl::Status RunMerge(Ctx& c) {
     }
   }
   RETURN_IF_ERROR(clusters_w->Finish());
-  RETURN_IF_ERROR(WriteRemovedIds(c, dir, stats));
   stats[kClusters] = clusters;
+  for (const auto& [sz, n] : hist) hist_out->emplace_back(sz, n);
+  return absl::OkStatus();
+}
+
+absl::Status RunMerge(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const std::string dir = c.Dir("merge");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  ASSIGN_OR_RETURN(auto readers, OpenAll(c, "clusters", "edges", DedupStage::kClusters,
+                                         Kind::kEdges, sizeof(EdgeRecord)));
+  uint64_t total_edges = 0;
+  for (const auto& r : readers) total_edges += r->records();
+  // In memory while the edges fit half the budget, else in passes over sorted files.
+  // (The in-memory structures are freed before the ids are joined.)
+  std::vector<std::pair<uint64_t, uint64_t>> hist;
+  if (total_edges > c.opt.memory_limit / 2 / kInMemoryMergeBytesPerEdge ||
+      internal::force_external_merge_for_testing) {
+    RETURN_IF_ERROR(MergeExternal(c, readers, stats, dir, &hist));
+  } else {
+    RETURN_IF_ERROR(MergeInMemory(c, readers, stats, dir, &hist));
+  }
+  RETURN_IF_ERROR(WriteRemovedIds(c, dir, stats));
   for (const auto& [s, n] : hist) {
     stats.push_back(s);
     stats.push_back(n);

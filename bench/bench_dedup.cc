@@ -557,8 +557,8 @@ absl::Status Run(const DedupBenchFlags& f) {
                                         : std::strtod(json.c_str() + p + std::strlen(key) + 3,
                                                       nullptr);
         };
-        const size_t merge_at = json.find("\"stage\":\"merge\"");
-        const size_t clusters_at = json.find("\"stage\":\"clusters\"");
+        const size_t merge_at = json.find("\"stage\": \"merge\"");
+        const size_t clusters_at = json.find("\"stage\": \"clusters\"");
         if (merge_at == std::string::npos || clusters_at == std::string::npos) {
           return absl::InternalError("no merge or clusters stage in the report");
         }
@@ -575,7 +575,7 @@ absl::Status Run(const DedupBenchFlags& f) {
             "peaked at %.1f MB, filter's at %.1f MB; %.1f s in all",
             kSmallMb, after(0, "merge_rounds"), after(merge_at, "seconds"),
             after(clusters_at, "peak_rss_bytes") / 1e6,
-            after(json.find("\"stage\":\"filter\""), "peak_rss_bytes") / 1e6, sw2.Seconds()));
+            after(json.find("\"stage\": \"filter\""), "peak_rss_bytes") / 1e6, sw2.Seconds()));
       }
     }
   } else {

@@ -1083,7 +1083,6 @@ struct NodeBest {  // a document's chosen partner
   uint32_t kind;
   uint32_t reserved;
 };
-inline bool operator<(const NodeBest& x, const NodeBest& y) { return x.node < y.node; }
 struct ClusterByDoc {
   ClusterRecord r;
 };

@@ -1400,6 +1400,11 @@ absl::Status MergeExternal(Ctx& c, std::vector<std::unique_ptr<FileReader>>& rea
   }
   s.Drop(graph);
   stats[kMergeRounds] = rounds;
+  if (labels.empty()) {  // no edges at all
+    labels = s.NewPath("labels");
+    ASSIGN_OR_RETURN(auto w, OpenScratch<KV>(s, labels));
+    RETURN_IF_ERROR(w->Finish());
+  }
   // Clusters: the members of each root, sizes first, then numbered in the order of the roots.
   ASSIGN_OR_RETURN(std::string by_root, SortToFile<KV>(s, "by-root", false, [&](auto& add) {
                      return ForEachRecord<KV>(env, labels, [&](const KV& f) {

@@ -11,9 +11,12 @@
 //   clusters    (N tasks) each task takes a hash partition of the candidate pairs and verifies them
 //               by true Jaccard (the sets of the documents involved, recomputed from the input and
 //               spilled to disk, read back through a bounded cache), writing verified edges
-//   merge       (1 task)  union-find over all edges: the removed documents and their clusters
+//   merge       (1 task)  connected components of all edges (union-find in memory when the edges
+//               fit half the budget, else rounds of hooking and pointer jumping over sorted files):
+//               the removed documents, their clusters and the ids they point to, sorted by document
 //   filter      (N tasks) re-reads the task's splits, writes kept documents to output_dir/ and
 //               removed ones to output_dir/removed/ with reason, cluster, duplicate and similarity
+//               (merge's files streamed beside the task's documents in input order)
 //   report      (1 task)  combines the tasks' counters, checks in == kept + removed (+ rejected),
 //               writes output_dir/dedup_report.json
 //
@@ -26,11 +29,10 @@
 // removed documents are byte-identical for any thread count; for any task count the records are the
 // same and in the same order (split over per-task part files, see docs/dedup.md).
 //
-// Memory: bounded by --memory-limit in signatures / buckets / clusters / filter, whatever the corpus
-// size and the number of duplicates (clusters spills the candidates' shingle sets and verifies the
-// pairs through a bounded cache, docs/dedup.md). The merge stage holds one entry per edge and per
-// document in an edge, and filter one per removed document: small, but proportional to the
-// duplicates.
+// Memory: bounded by --memory-limit in every stage, whatever the corpus size and the number of
+// duplicates (clusters spills the candidates' shingle sets and verifies the pairs through a bounded
+// cache; merge goes external beyond half the budget; filter streams merge's sorted files;
+// docs/dedup.md). Only line dedup's set of duplicated lines, held by filter, grows with the data.
 #ifndef GRIST_DEDUP_DEDUP_H_
 #define GRIST_DEDUP_DEDUP_H_
 
@@ -125,6 +127,9 @@ struct DedupReport {
   // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
   uint64_t verify_passes = 0;
   uint64_t spilled_set_bytes = 0;
+  // Merge stage: 0 when the edges fit its share of the budget (union-find in memory), else the
+  // rounds of the external connected components (docs/dedup.md).
+  uint64_t merge_rounds = 0;
   uint64_t memory_limit = 0;  // --memory-limit of the run, bytes
   int bands = 0, rows = 0, num_perm = 0;
   double threshold = 0;

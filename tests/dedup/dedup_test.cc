@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -366,14 +369,17 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
 class SpillTamperingEnv : public FaultInjectionEnv {
  public:
   enum class Mode { kNone, kFlipByte, kDropBytes };
-  SpillTamperingEnv(Env* base, Mode mode) : FaultInjectionEnv(base), mode_(mode) {}
+  SpillTamperingEnv(Env* base, Mode mode, std::string match = "-sets.bin")
+      : FaultInjectionEnv(base), mode_(mode), match_(std::move(match)) {}
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     auto f = FaultInjectionEnv::NewWritableFile(path);
-    if (!f.ok() || path.find("-sets.bin") == std::string::npos) return f;
-    spill_starts_at_ = appended_bytes();
+    if (!f.ok() || path.find(match_) == std::string::npos) return f;
+    if (spill_starts_at_ < 0) spill_starts_at_ = appended_bytes();
+    tampered_path_ = path;
     return std::unique_ptr<WritableFile>(new File(std::move(*f), this));
   }
   int64_t spill_starts_at() const { return spill_starts_at_; }
+  const std::string& tampered_path() const { return tampered_path_; }
   uint64_t spill_bytes() const { return spill_bytes_; }
 
  private:
@@ -405,6 +411,8 @@ class SpillTamperingEnv : public FaultInjectionEnv {
     bool done_ = false;
   };
   Mode mode_;
+  std::string match_;
+  std::string tampered_path_;
   int64_t spill_starts_at_ = -1;
   uint64_t spill_bytes_ = 0;
 };
@@ -454,6 +462,254 @@ TEST(Dedup, DiskFullDuringTheVerificationSpill) {
   auto left = Env::Default()->ListDir(JoinPath(work, "tmp"));
   ASSERT_TRUE(left.ok());
   for (const std::string& n : *left) EXPECT_EQ(n.find("-sets.bin"), std::string::npos) << n;
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+}
+
+// Three chains of near duplicates D0 ~ D1 ~ ... of `length` documents each (each one word away
+// from the next, Jaccard 0.84, but two apart only 0.70: below the threshold, so a chain's cluster
+// is connected only through its hops), plus `groups` texts with `copies` exact copies each, mixed
+// at random positions. Chain 0 is in chain order in the input, chain 1 reversed, chain 2 zigzag
+// (D1 D0 D3 D2 ...). Chain documents carry "chain": "C.I".
+std::string ChainCorpus(int length, int groups, int copies) {
+  std::vector<std::vector<std::string>> chains(3);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<std::string> base;
+    for (int j = 0; j < 60; ++j) base.push_back(absl::StrCat("c", c, "w", j));
+    for (int i = 0; i < length; ++i) {
+      std::vector<std::string> words = base;
+      // Positions 5 + 11k mod 50: distinct, at least 5 apart for consecutive links, away from the
+      // ends, so each link changes exactly 5 of the 56 shingles.
+      for (int k = 0; k < i; ++k) words[5 + (k * 11) % 50] = absl::StrCat("link", k);
+      std::string text;
+      for (size_t j = 0; j < words.size(); ++j) absl::StrAppend(&text, j ? " " : "", words[j]);
+      std::string s = "{\"text\":";
+      AppendJsonString(&s, text);
+      chains[c].push_back(absl::StrCat(s, ",\"chain\":\"", c, ".", i, "\"}\n"));
+    }
+  }
+  std::reverse(chains[1].begin(), chains[1].end());
+  for (int i = 0; i + 1 < length; i += 2) std::swap(chains[2][i], chains[2][i + 1]);
+  Rng rng(99);
+  std::vector<std::string> lines;
+  for (int g = 0; g < groups; ++g) {
+    const std::string line = JsonLine(Words(rng, 30));
+    for (int k = 0; k < copies; ++k) lines.push_back(line);
+  }
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < length; ++i) lines.push_back(std::to_string(c));  // a slot of chain c
+  }
+  for (size_t i = lines.size(); i > 1; --i) std::swap(lines[i - 1], lines[rng.Uniform(i)]);
+  std::vector<size_t> next(3, 0);
+  std::string in;
+  for (const std::string& l : lines) {
+    if (l.size() == 1) {
+      const int c = l[0] - '0';
+      in += chains[c][next[c]++];
+    } else {
+      in += l;
+    }
+  }
+  return in;
+}
+
+DedupOptions ChainOptions() {
+  DedupOptions o = Budget64();
+  // 56 x 2: for each link some band holds the pair without the document before them (candidate
+  // pairs join each bucket's first document to the others), so every link is a candidate.
+  o.bands = 56;
+  o.rows = 2;
+  o.split_bytes = 64 << 10;
+  return o;
+}
+
+TEST(Dedup, ExternalMergeGivesTheSameOutputAsTheInMemoryOne) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  constexpr int kChains = 3, kChain = 30;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ChainCorpus(kChain, 40, 100)).ok());
+  const DedupOptions big = ChainOptions();
+  auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("big"), big, Quiet(1));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->merge_rounds, 0u);  // in memory
+  DedupOptions tiny = big;
+  tiny.memory_limit = 1 << 20;  // 3276 edges in memory at most; this corpus has more
+  auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_GE(r2->merge_rounds, 2u);
+  EXPECT_EQ(r2->clusters, r1->clusters);
+  EXPECT_EQ(r2->cluster_sizes, r1->cluster_sizes);
+  EXPECT_EQ(r2->removed_exact, r1->removed_exact);
+  EXPECT_EQ(r2->removed_near, r1->removed_near);
+  EXPECT_EQ(r1->removed_exact, 40u * 99u);
+  EXPECT_EQ(r1->clusters, 40u + kChains);
+  const std::string kept = OutputBytes(tmp.Join("big"));
+  EXPECT_FALSE(kept.empty());
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny")), kept);
+  const std::string removed = OutputBytes(tmp.Join("big/removed"));
+  EXPECT_EQ(OutputBytes(tmp.Join("tiny/removed")), removed);
+  // Each chain is one cluster (reached only through its hops).
+  std::map<std::string, int> chain_removed;   // chain -> removed documents
+  std::map<std::string, std::string> cluster;  // chain -> its cluster number
+  std::set<std::string> clusters;
+  for (const OutDoc& d : ReadOutput(tmp.Join("tiny/removed"))) {
+    const size_t at = d.raw.find("\"chain\":\"");
+    if (at == std::string::npos) {
+      EXPECT_EQ(d.Field("reason"), "exact") << d.raw;
+      EXPECT_EQ(d.Field("cluster_size"), "100") << d.raw;
+      continue;
+    }
+    const std::string chain = d.raw.substr(at + 9, d.raw.find('.', at) - at - 9);
+    ++chain_removed[chain];
+    EXPECT_EQ(d.Field("reason"), "near") << d.raw;
+    EXPECT_EQ(d.Field("cluster_size"), std::to_string(kChain)) << d.raw;
+    if (cluster[chain].empty()) cluster[chain] = d.Field("cluster");
+    EXPECT_EQ(d.Field("cluster"), cluster[chain]) << d.raw;
+    clusters.insert(d.Field("cluster"));
+    const double sim = std::stod(d.Field("similarity"));
+    EXPECT_GT(sim, 0.8);
+    EXPECT_LT(sim, 0.85);
+  }
+  EXPECT_EQ(clusters.size(), static_cast<size_t>(kChains));
+  ASSERT_EQ(chain_removed.size(), static_cast<size_t>(kChains));
+  for (const auto& [chain, n] : chain_removed) EXPECT_EQ(n, kChain - 1) << chain;
+
+  // The same under the tiny budget as a 3-task job array, stage by stage.
+  const std::string out3 = tmp.Join("tasks3");
+  for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                        DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
+    const int tasks = StageIsParallel(st) ? 3 : 1;
+    for (int t = 0; t < tasks; ++t) {
+      RunOptions run = Quiet(1);
+      run.task = t;
+      run.tasks = tasks;
+      auto r = RunDedupStage(Env::Default(), st, {input}, out3, tiny, run);
+      ASSERT_TRUE(r.ok()) << DedupStageName(st) << " task " << t << ": " << r.status();
+      if (st == DedupStage::kReport) {
+        EXPECT_EQ(r->merge_rounds, r2->merge_rounds);
+        EXPECT_EQ(r->cluster_sizes, r1->cluster_sizes);
+      }
+    }
+  }
+  EXPECT_EQ(OutputBytes(out3), kept);
+  EXPECT_EQ(OutputBytes(JoinPath(out3, "removed")), removed);
+  // No scratch file of the merge is left behind.
+  auto left = Env::Default()->ListDir(JoinPath(out3, ".dedup-work/tmp"));
+  ASSERT_TRUE(left.ok());
+  for (const std::string& n : *left) EXPECT_EQ(n.rfind("merge-", 0), std::string::npos) << n;
+}
+
+// The external merge, forced, against the in-memory one on corpora of other shapes.
+TEST(Dedup, ForcedExternalMergeMatchesTheInMemoryOneOnVariedCorpora) {
+  TempDir tmp;
+  std::string identical, distinct;
+  for (int i = 0; i < 50; ++i) identical += JsonLine("the same text in every record of this file");
+  for (int i = 0; i < 20; ++i) distinct += JsonLine(absl::StrCat("record ", i, " has its own text"));
+  struct Case {
+    std::string name, corpus;
+    bool verify, line_dedup;
+  };
+  const std::vector<Case> cases = {
+      {"families", FamilyCorpus(25, 10), true, false},
+      {"families-noverify", FamilyCorpus(15, 10), false, false},
+      {"families-lines", FamilyCorpus(10, 10), true, true},
+      {"many", ManyDuplicatesCorpus(40), true, false},
+      {"identical", identical, true, false},
+      {"chains", ChainCorpus(12, 5, 7), true, false},
+      {"no-duplicates", distinct, true, false},
+  };
+  struct Reset {
+    ~Reset() { internal::force_external_merge_for_testing = false; }
+  } reset;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const std::string input = tmp.Join(k.name + ".jsonl");
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, k.corpus).ok());
+    DedupOptions o = k.name == "chains" ? ChainOptions() : Budget64();
+    o.verify = k.verify;
+    o.line_dedup = k.line_dedup;
+    o.split_bytes = 16 << 10;
+    // 4 MB: the in-memory merge still fits (13,107 edges), and the external one's sort buffers
+    // stay small (reserving them is slow under AddressSanitizer).
+    o.memory_limit = 4 << 20;
+    internal::force_external_merge_for_testing = false;
+    auto r1 = RunDedup(Env::Default(), {input}, tmp.Join(k.name + "-mem"), o, Quiet(1));
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    internal::force_external_merge_for_testing = true;
+    auto r2 = RunDedup(Env::Default(), {input}, tmp.Join(k.name + "-ext"), o, Quiet(2));
+    internal::force_external_merge_for_testing = false;
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    EXPECT_EQ(r1->merge_rounds, 0u);
+    if (k.name == "no-duplicates") {
+      EXPECT_EQ(r2->merge_rounds, 0u);  // no edge: nothing to hook
+      EXPECT_EQ(r2->counts.docs_removed, 0u);
+    } else {
+      EXPECT_GE(r2->merge_rounds, 1u);
+      EXPECT_GT(r1->counts.docs_removed, 0u);
+    }
+    EXPECT_EQ(r2->clusters, r1->clusters);
+    EXPECT_EQ(r2->cluster_sizes, r1->cluster_sizes);
+    EXPECT_EQ(r2->removed_exact, r1->removed_exact);
+    EXPECT_EQ(r2->removed_near, r1->removed_near);
+    EXPECT_EQ(r2->lines_removed, r1->lines_removed);
+    EXPECT_EQ(OutputBytes(tmp.Join(k.name + "-ext")), OutputBytes(tmp.Join(k.name + "-mem")));
+    EXPECT_EQ(OutputBytes(tmp.Join(k.name + "-ext/removed")),
+              OutputBytes(tmp.Join(k.name + "-mem/removed")));
+  }
+}
+
+TEST(Dedup, CorruptOrTruncatedMergeSpillIsDataLossNamingTheFile) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ChainCorpus(20, 40, 100)).ok());
+  DedupOptions tiny = ChainOptions();
+  tiny.memory_limit = 1 << 20;
+  for (const char* which : {"merge-edges-by-b-", "merge-graph-", "merge-labels-", "merge-kept-refs-",
+                            "merge-dup-ids-run-"}) {
+    for (auto mode : {SpillTamperingEnv::Mode::kFlipByte, SpillTamperingEnv::Mode::kDropBytes}) {
+      SCOPED_TRACE(which);
+      SpillTamperingEnv env(Env::Default(), mode, which);
+      const std::string out = tmp.Join(std::string(which) + std::to_string(static_cast<int>(mode)));
+      auto r = RunDedup(&env, {input}, out, tiny, Quiet());
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+      ASSERT_FALSE(env.tampered_path().empty());
+      EXPECT_NE(std::string(r.status().message()).find(which), std::string::npos) << r.status();
+      EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
+      EXPECT_FALSE(Env::Default()->FileExists(
+          JoinPath(out, ".dedup-work/merge/dup-ids-00000-of-00001.bin")));
+    }
+  }
+}
+
+TEST(Dedup, DiskFullDuringTheMergeSpill) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ChainCorpus(20, 40, 100)).ok());
+  DedupOptions tiny = ChainOptions();
+  tiny.memory_limit = 1 << 20;
+  int64_t start = 0;
+  uint64_t size = 0;
+  {
+    SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone, "/tmp/merge-");
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("ok"), tiny, Quiet()).ok());
+    start = env.spill_starts_at();
+    size = env.spill_bytes();
+  }
+  ASSERT_GT(start, 0);
+  ASSERT_GT(size, 100000u);
+  SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone, "/tmp/merge-");
+  env.SetDiskSpace(start + static_cast<int64_t>(size / 2));
+  const std::string out = tmp.Join("full");
+  auto r = RunDedup(&env, {input}, out, tiny, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  // The clusters stage finished, the merge published nothing, its scratch files are gone.
+  const std::string work = JoinPath(out, ".dedup-work");
+  EXPECT_TRUE(Env::Default()->FileExists(JoinPath(work, "clusters/edges-00000-of-00001.bin")));
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(work, "merge/clusters-00000-of-00001.bin")));
+  auto left = Env::Default()->ListDir(JoinPath(work, "tmp"));
+  ASSERT_TRUE(left.ok());
+  for (const std::string& n : *left) EXPECT_EQ(n.rfind("merge-", 0), std::string::npos) << n;
   EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
 }
 

@@ -1062,19 +1062,13 @@ struct EdgeByB {  // an edge ordered by its later document
   EdgeRecord e;
 };
 inline bool operator<(const EdgeByB& x, const EdgeByB& y) {
-  if (x.e.b != y.e.b) return x.e.b < y.e.b;
-  if (x.e.a != y.e.a) return x.e.a < y.e.a;
-  if (x.e.kind != y.e.kind) return x.e.kind < y.e.kind;
-  return x.e.similarity < y.e.similarity;
+  return std::tie(x.e.b, x.e.a, x.e.kind, x.e.similarity) < std::tie(y.e.b, y.e.a, y.e.kind, y.e.similarity);
 }
 struct EdgeByA {  // an edge ordered by its earlier document
   EdgeRecord e;
 };
 inline bool operator<(const EdgeByA& x, const EdgeByA& y) {
-  if (x.e.a != y.e.a) return x.e.a < y.e.a;
-  if (x.e.b != y.e.b) return x.e.b < y.e.b;
-  if (x.e.kind != y.e.kind) return x.e.kind < y.e.kind;
-  return x.e.similarity < y.e.similarity;
+  return std::tie(x.e.a, x.e.b, x.e.kind, x.e.similarity) < std::tie(y.e.a, y.e.b, y.e.kind, y.e.similarity);
 }
 struct NodeBest {  // a document's chosen partner
   uint64_t node;

@@ -181,19 +181,34 @@ std::string SelfExe() {
 }
 
 // Peak RSS and seconds of `grist dedup` run as its own process.
-absl::StatusOr<std::pair<double, double>> DedupProcess(const std::string& args,
-                                                       const std::string& json_path) {
+// The number after the first "KEY": at or after `from` in a grist JSON report; `missing` when absent.
+double JsonNumberAfter(const std::string& json, const char* key, size_t from = 0, double missing = 0) {
+  const std::string pat = absl::StrCat("\"", key, "\":");
+  size_t p = from == std::string::npos ? std::string::npos : json.find(pat, from);
+  return p == std::string::npos ? missing : std::strtod(json.c_str() + p + pat.size(), nullptr);
+}
+
+struct DedupRun {
+  double peak_rss_bytes = 0;  // the whole process's (the report's last peak_rss_bytes)
+  double seconds = 0;
+  std::string report;         // its --json report
+};
+
+// Runs `grist dedup ARGS --json JSON_PATH` as its own process (so its peak RSS is its own).
+absl::StatusOr<DedupRun> DedupProcess(const std::string& args, const std::string& json_path) {
   Stopwatch sw;
   auto r = RunCommand(absl::StrCat(SelfExe(), " dedup --quiet ", args, " --json ", json_path));
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) {
     return absl::InternalError(absl::StrCat("grist dedup ", args, " failed: ", r->output));
   }
-  const double secs = sw.Seconds();
-  ASSIGN_OR_RETURN(std::string json, ReadFileToString(Env::Default(), json_path));
-  size_t p = json.rfind("\"peak_rss_bytes\":");
+  DedupRun run;
+  run.seconds = sw.Seconds();
+  ASSIGN_OR_RETURN(run.report, ReadFileToString(Env::Default(), json_path));
+  size_t p = run.report.rfind("\"peak_rss_bytes\":");
   if (p == std::string::npos) return absl::InternalError("no peak_rss_bytes in the report");
-  return std::make_pair(std::strtod(json.c_str() + p + 17, nullptr), secs);
+  run.peak_rss_bytes = JsonNumberAfter(run.report, "peak_rss_bytes", p);
+  return run;
 }
 
 absl::Status Run(const DedupBenchFlags& f) {
@@ -457,7 +472,7 @@ absl::Status Run(const DedupBenchFlags& f) {
         std::string input;
       };
       const std::string budget_name = absl::StrFormat("the budget (--memory-limit %d)", kBudgetMb);
-      std::vector<std::pair<double, double>> rss;
+      std::vector<double> rss;  // peak RSS bytes per input
       for (const MemRun& m : {MemRun{"wikinews-en x1", corpus + "/wikinews-en"},
                               MemRun{"wikinews-en x4 (exact copies)", tmp + "/x4"},
                               MemRun{"wikinews-en x4 (near copies)", tmp + "/near4"}}) {
@@ -465,15 +480,9 @@ absl::Status Run(const DedupBenchFlags& f) {
         ASSIGN_OR_RETURN(auto run, DedupProcess(absl::StrCat("-i ", m.input, " -o ", out, " ",
                                                              common),
                                                 out + ".json"));
-        ASSIGN_OR_RETURN(std::string json, ReadFileToString(env, out + ".json"));
-        auto field = [&](const char* key) {
-          size_t p = json.find(absl::StrCat("\"", key, "\":"));
-          return p == std::string::npos ? 0.0
-                                        : std::strtod(json.c_str() + p + std::strlen(key) + 3,
-                                                      nullptr);
-        };
+        auto field = [&](const char* key) { return JsonNumberAfter(run.report, key); };
         Figure mem{absl::StrCat("peak RSS, ", m.name, ", whole dedup, 2 threads"), "MB",
-                   Stats::Of({run.first / 1e6}), budget_name,
+                   Stats::Of({run.peak_rss_bytes / 1e6}), budget_name,
                    Stats::Of({static_cast<double>(kBudgetMb) * (1 << 20) / 1e6})};
         mem.higher_is_better = false;
         mem.peer_is_ceiling = true;
@@ -484,13 +493,13 @@ absl::Status Run(const DedupBenchFlags& f) {
             "verification spilled %s of candidate sets, %.0f pass(es); %.1f s",
             m.name, field("docs_in"), field("docs_removed"), field("removed_exact"),
             field("removed_near"), field("candidate_pairs"),
-            HumanBytes(field("spilled_set_bytes")), field("verify_passes"), run.second));
-        rss.push_back(run);
+            HumanBytes(field("spilled_set_bytes")), field("verify_passes"), run.seconds));
+        rss.push_back(run.peak_rss_bytes);
       }
       report.AddNote(absl::StrFormat(
           "peak RSS x4 exact / x1 = %.2f, x4 near / x1 = %.2f (memory independent of the "
           "duplicates: ~1)",
-          rss[1].first / rss[0].first, rss[2].first / rss[0].first));
+          rss[1] / rss[0], rss[2] / rss[0]));
 
       // ---- 4. the merge stage's external path (the edges beyond half the budget) against the
       //         in-memory union-find on the same edges: x4 exact copies, stages before merge run
@@ -551,12 +560,7 @@ absl::Status Run(const DedupBenchFlags& f) {
           }
         }
         ASSIGN_OR_RETURN(std::string json, ReadFileToString(env, out2 + "/dedup_report.json"));
-        auto after = [&](size_t from, const char* key) {
-          size_t p = json.find(absl::StrCat("\"", key, "\":"), from);
-          return p == std::string::npos ? -1.0
-                                        : std::strtod(json.c_str() + p + std::strlen(key) + 3,
-                                                      nullptr);
-        };
+        auto after = [&](size_t from, const char* key) { return JsonNumberAfter(json, key, from, -1); };
         const size_t merge_at = json.find("\"stage\": \"merge\"");
         const size_t clusters_at = json.find("\"stage\": \"clusters\"");
         if (merge_at == std::string::npos || clusters_at == std::string::npos) {

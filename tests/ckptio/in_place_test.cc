@@ -1,11 +1,14 @@
 // The writer's copy pool and in-place writes (SaveInPlace): the bytes on disk must be identical to
 // the staged path's for every layout, and failures must be reported as on the staged path.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint.h"
@@ -371,8 +374,25 @@ TEST(CopyPool, WriterSaveUsesTheConfiguredThreads) {
   auto d = FileWriter::Create({});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ((*d)->copy_threads(), DefaultCopyThreads());
-  EXPECT_GE(DefaultCopyThreads(), 1);
-  EXPECT_LE(DefaultCopyThreads(), 8);
+}
+
+// The default is this process's CPUs shared by the node's ranks (LOCAL_WORLD_SIZE), in [1, 16].
+TEST(CopyPool, DefaultThreadsAreTheRanksShareOfTheCpus) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  const char* saved = std::getenv("LOCAL_WORLD_SIZE");
+  const std::string restore = saved ? saved : "";
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(DefaultCopyThreads(), std::clamp(cpus, 1, 16));
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  EXPECT_EQ(DefaultCopyThreads(), std::clamp(cpus / 2, 1, 16));
+  ::setenv("LOCAL_WORLD_SIZE", "100000", 1);
+  EXPECT_EQ(DefaultCopyThreads(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", "garbage", 1);  // not a positive count: ignored
+  EXPECT_EQ(DefaultCopyThreads(), std::clamp(cpus, 1, 16));
+  if (saved) ::setenv("LOCAL_WORLD_SIZE", restore.c_str(), 1);
+  else ::unsetenv("LOCAL_WORLD_SIZE");
 }
 
 TEST(CopyPool, CopyInWithManySmallTensorsRoundTrips) {

@@ -325,6 +325,20 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
 // Parts are sequences of independent zstd frames with a frame index at the end, so a large part
 // splits at frame boundaries for parallel readers; any split gives the same documents and line
 // numbers as a whole-file read, and a damaged index only costs the parallelism.
+// Balanced split sizes: about kSplitsPerTask per task, never below the floor, never above the cap;
+// a function of the inputs and the task count only.
+TEST(RecordsTest, BalancedSplitBytes) {
+  std::vector<InputFile> files = {{"a", 600ull << 20, InputFormat::kJsonl},
+                                  {"b", 424ull << 20, InputFormat::kJsonlZstd}};  // 1 GiB in all
+  EXPECT_EQ(BalancedSplitBytes(files, 8ull << 20, 1), 4ull << 20);     // 1 GiB / 256
+  EXPECT_EQ(BalancedSplitBytes(files, 8ull << 20, 4), 1ull << 20);     // 1 GiB / (4 * 256)
+  EXPECT_EQ(BalancedSplitBytes(files, 2ull << 20, 1), 2ull << 20);     // capped by the maximum
+  EXPECT_EQ(BalancedSplitBytes(files, 8ull << 20, 1 << 20), kMinBalancedSplitBytes);  // floor
+  EXPECT_EQ(BalancedSplitBytes(files, 4096, 1 << 20), 4096u);          // a smaller maximum wins
+  EXPECT_EQ(BalancedSplitBytes({}, 8ull << 20, 1), kMinBalancedSplitBytes);
+  EXPECT_EQ(BalancedSplitBytes(files, 8ull << 20, 0), BalancedSplitBytes(files, 8ull << 20, 1));
+}
+
 TEST(RecordsTest, IndexedPartsSplitAtFrames) {
   TempDir t;
   OutputOptions o;

@@ -189,6 +189,10 @@ class Normalizer {
             static const char kReplacement[] = "\xEF\xBF\xBD";
             line_needs_norm_ |= 0xFFFD >= norm_threshold_;
             Content(kReplacement, 3);
+          } else if (cp == 0xFEFF && o_.strip_bom && out_->empty()) {
+            // A byte order mark before any output (e.g. after removed control characters) is
+            // stripped like one at byte 0, so normalizing twice gives what normalizing once did.
+            c_->bom_stripped = 1;
           } else if (cp == 0x85 || cp == 0x2028) {
             ++c_->crlf_unified;
             Newline(1);

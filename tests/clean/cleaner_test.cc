@@ -27,6 +27,13 @@ TEST(NormalizeTest, StripsLeadingBomOnly) {
   NormalizeCounters c2;
   EXPECT_EQ(Norm("Hi\xEF\xBB\xBFthere", &c2), "Hi\xEF\xBB\xBFthere");
   EXPECT_EQ(c2.bom_stripped, 0u);
+  // A BOM that becomes leading once control characters are removed is stripped in the same pass
+  // (found by fuzz_cleaner: otherwise a second normalization changed the text again).
+  NormalizeCounters c3;
+  const std::string once = Norm("\x01\xEF\xBB\xBF\x04x", &c3);
+  EXPECT_EQ(once, "x");
+  EXPECT_EQ(c3.bom_stripped, 1u);
+  EXPECT_EQ(Norm(once), once);
 }
 
 TEST(NormalizeTest, UnifiesLineEndings) {

@@ -167,11 +167,9 @@ print(nbytes / (time.perf_counter() - t0) / 1e6)
 )PY";
 
 std::string PythonWithNumpy() {
-  for (const char* py : {"/usr/bin/python3", "python3"}) {
-    auto r = RunCommand(absl::StrCat(py, " -c 'import numpy' 2>/dev/null"));
-    if (r.ok() && r->exit_code == 0) return py;
-  }
-  return "";
+  std::string py = FindPython("", "numpy");
+  auto r = RunCommand(absl::StrCat(py, " -c 'import numpy' 2>/dev/null"));
+  return r.ok() && r->exit_code == 0 ? py : "";
 }
 
 std::string SelfExe() {

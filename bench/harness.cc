@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -83,7 +84,13 @@ bool HaveProgram(const std::string& program) {
 
 std::string FindPython(const std::string& given, const std::string& modules) {
   if (!given.empty()) return given;
-  for (const char* candidate : {"/usr/bin/python3", "python3"}) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("GRIST_PYTHON"); env != nullptr && *env != '\0') {
+    candidates.push_back(env);
+  }
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const std::string& candidate : candidates) {
     auto r = RunCommand(absl::StrCat(candidate, " -c 'import ", modules, "' >/dev/null 2>&1"));
     if (r.ok() && r->exit_code == 0) return candidate;
   }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything grist needs from Debian 12's packages. Idempotent: packages already present
-# are skipped, and apt-get runs only when something is missing. Run as root (or with sudo).
+# Installs everything grist needs: Debian 12's packages, then the Python environment (.venv, or
+# GRIST_VENV) with every Python dependency pinned in requirements.txt. Idempotent: packages already
+# present are skipped, apt-get runs only when something is missing, and pip runs only when
+# requirements.txt changed since the environment was last made. Run as root (or with sudo) for apt.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,8 +12,8 @@ PACKAGES=(
   libabsl-dev libxxhash-dev libzstd-dev zstd zlib1g-dev liburing-dev libsimdjson-dev
   libutf8proc-dev libtomlplusplus-dev libcli11-dev libhwy-dev libsentencepiece-dev sentencepiece
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
-  # Python side (Debian's python3, not a pyenv one) and peers for the benchmarks
-  python3 python3-dev python3-numpy python3-torch python3-sentencepiece fio
+  # Python side: Debian's python3 makes the virtual environment; fio is the disk's ceiling
+  python3 python3-dev python3-venv fio
   # the embedded default corpus is assembled from these public-domain texts
   fortunes fortunes-de fortunes-es fortunes-it bible-kjv bible-kjv-text dict-gcide
 )
@@ -29,18 +31,38 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then SUDO="sudo"; else
+      echo "setup: need root to install: ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: packages done"
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  if command -v sudo >/dev/null; then SUDO="sudo"; else
-    echo "setup: need root to install: ${missing[*]}" >&2
-    exit 1
-  fi
+# The Python environment. GRIST_SKIP_VENV=1 skips it (a C++-only build).
+if [[ "${GRIST_SKIP_VENV:-0}" == 1 ]]; then exit 0; fi
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${GRIST_VENV:-$ROOT/.venv}
+REQ=$ROOT/requirements.txt
+STAMP=$VENV/.grist-requirements
+want=$(sha256sum "$REQ" | cut -d' ' -f1)
+if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
+  echo "setup: Python environment $VENV up to date"
+  exit 0
 fi
-echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "setup: creating the Python environment $VENV"
+  /usr/bin/python3 -m venv "$VENV"
+fi
+echo "setup: installing requirements.txt into $VENV (torch and the benchmark peers; a few minutes)"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+"$VENV/bin/python" -m pip install -q -r "$REQ"
+echo "$want" >"$STAMP"
+echo "setup: Python environment done"

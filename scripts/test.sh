@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds grist (Release, -Werror under CI),
-# and runs every test: the GoogleTest suites through ctest, then the Python tests.
-# Environment: GRIST_BUILD_DIR (default build), GRIST_JOBS (default: all CPUs),
+# and runs every test: the GoogleTest suites through ctest, then the Python tests (pytest, in the
+# virtual environment setup.sh makes: torch 2.x and the peers of requirements.txt).
+# Environment: GRIST_BUILD_DIR (default build), GRIST_JOBS (default: all CPUs), GRIST_VENV (.venv),
 # GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages, GRIST_SKIP_SLURM=1 the Slurm test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,13 +11,17 @@ BUILD=${GRIST_BUILD_DIR:-build}
 JOBS=${GRIST_JOBS:-$(nproc)}
 
 scripts/setup.sh
+# Everything below (ctest's helpers, the benches' peers, the Python tests) finds the environment's
+# python3 first on PATH; GRIST_PYTHON names it for code that wants one interpreter.
+VENV=${GRIST_VENV:-$ROOT/.venv}
+export PATH="$VENV/bin:$PATH" GRIST_PYTHON="$VENV/bin/python"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${GRIST_CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
 if [[ -d tests/python ]]; then
-  echo "== Python tests (Debian's python3 with python3-torch)"
-  PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py' -v
+  echo "== Python tests ($("$GRIST_PYTHON" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'))"
+  PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" "$GRIST_PYTHON" -m pytest -q -rs tests/python
 fi
 
 if [[ -x scripts/test_slurm.sh && "${GRIST_SKIP_SLURM:-0}" != 1 ]]; then

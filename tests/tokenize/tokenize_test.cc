@@ -27,8 +27,14 @@ std::string Unigram(const std::string& corpus) {
   return corpus + "/tokenizers/sentencepiece-test-unigram-1k/test_model.model";
 }
 
+// The Python of the project's environment (scripts/test.sh sets GRIST_PYTHON), else python3.
+std::string Python() {
+  const char* env = std::getenv("GRIST_PYTHON");
+  return env != nullptr && *env != '\0' ? env : "python3";
+}
+
 bool HavePythonSentencePiece() {
-  return std::system("/usr/bin/python3 -c 'import sentencepiece' >/dev/null 2>&1") == 0;
+  return std::system((Python() + " -c 'import sentencepiece' >/dev/null 2>&1").c_str()) == 0;
 }
 
 // Up to `n` non-empty documents of a real corpus file.
@@ -67,7 +73,7 @@ std::vector<std::vector<int>> PythonIds(const TempDir& tmp, const std::string& m
          "    for line in f:\n"
          "        o.write(' '.join(map(str, sp.encode(json.loads(line)))) + '\\n')\n";
   }
-  std::string cmd = absl::StrCat("/usr/bin/python3 ", py, " ", model, " ", in, " ", out);
+  std::string cmd = absl::StrCat(Python(), " ", py, " ", model, " ", in, " ", out);
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<std::vector<int>> ids;
   std::ifstream f(out);
@@ -108,7 +114,7 @@ TEST(TokenizeTest, PublishedExpectedIds) {
 
 TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
   GRIST_REQUIRE_CORPUS(corpus, "wikinews-en/wiki_00.jsonl.zst");
-  if (!HavePythonSentencePiece()) GTEST_SKIP() << "/usr/bin/python3 has no sentencepiece module";
+  if (!HavePythonSentencePiece()) GTEST_SKIP() << Python() << " has no sentencepiece module";
   std::string root = grist::testing::CorpusDir();
   TempDir tmp;
   // Every document of one wikinews file, through the full encode stage (parallel, MMIDIDX out).

@@ -1,0 +1,153 @@
+// The dedup pipeline's buckets stage (see dedup/dedup.h for the stage contract).
+
+#include "dedup/internal/stage_context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
+#include "common/ordered.h"
+#include "common/progress.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+
+namespace grist::dedup::internal {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// buckets
+
+}  // namespace
+
+absl::Status RunBuckets(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const int J = c.run.task, M = c.run.tasks;
+  const std::string dir = c.Dir("buckets");
+  const std::string tmp = c.Dir("tmp");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  RETURN_IF_ERROR(c.env->CreateDirs(tmp));
+  for (const char* stem : {"pairs", "duplines"}) {
+    RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, stem, M));
+  }
+  const uint32_t rec_size = SigRecordSize(c);
+  ASSIGN_OR_RETURN(auto sig_readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
+                                             Kind::kSignatures, rec_size));
+  // A quarter of the budget for the bucket records, an eighth for the pairs (the rest is the
+  // process itself, the readers and writers, and the allocator's slack).
+  internal::ExternalSorter<BucketRecord> sorter(
+      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4);
+  std::vector<char> rec(rec_size);
+  const int bands = c.opt.near ? c.opt.bands : 0;
+  const int rows = c.opt.rows;
+  for (auto& r : sig_readers) {
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, r->Next(rec.data()));
+      if (!more) break;
+      stats[kInputBytes] += rec_size;
+      SigRecord s;
+      std::memcpy(&s, rec.data(), sizeof(s));
+      if (s.flags & format::kFlagBadRecord) continue;
+      if (c.opt.exact && Partition(0, s.exact_hi, s.exact_lo, M) == static_cast<uint64_t>(J)) {
+        RETURN_IF_ERROR(sorter.Add(BucketRecord{0, s.exact_hi, s.exact_lo, s.key}));
+      }
+      if (s.flags & format::kFlagNoShingles) continue;
+      const char* sig = rec.data() + sizeof(SigRecord);
+      for (int b = 0; b < bands; ++b) {
+        uint64_t h = Hash64(sig + 8 * static_cast<size_t>(b) * rows, 8 * static_cast<size_t>(rows),
+                            static_cast<uint64_t>(b));
+        uint64_t tag = 2 + static_cast<uint64_t>(b);
+        if (Partition(tag, 0, h, M) == static_cast<uint64_t>(J)) {
+          RETURN_IF_ERROR(sorter.Add(BucketRecord{tag, 0, h, s.key}));
+        }
+      }
+    }
+  }
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(auto line_readers, OpenAll(c, "sig", "lines", DedupStage::kSignatures,
+                                                Kind::kLineHashes, sizeof(LineRecord)));
+    for (auto& r : line_readers) {
+      LineRecord l;
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, r->Next(&l));
+        if (!more) break;
+        stats[kInputBytes] += sizeof(l);
+        if (Partition(1, l.hi, l.lo, M) == static_cast<uint64_t>(J)) {
+          RETURN_IF_ERROR(sorter.Add(BucketRecord{1, l.hi, l.lo, l.doc}));
+        }
+      }
+    }
+  }
+  internal::ExternalSorter<PairRecord> pairs(c.env, tmp, absl::StrFormat("pairs-%05d", J),
+                                             c.opt.memory_limit / 8);
+  ASSIGN_OR_RETURN(auto lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("duplines", J, M)),
+                                                  c.Header(Kind::kDupLines, sizeof(LineRecord))));
+  // Groups of equal (tag, hi, lo): for exact and band groups, a star of pairs from the group's
+  // first document; for line groups, the line when two or more documents have it.
+  bool have = false;
+  BucketRecord first{};
+  uint64_t last_doc = 0, distinct = 0;
+  auto close_group = [&]() -> absl::Status {
+    if (have && first.tag == 1 && distinct >= 2) {
+      ++stats[kDupLines];
+      RETURN_IF_ERROR(lines_w->Add(LineRecord{first.hi, first.lo, 0}));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(sorter.Finish([&](const BucketRecord& r) -> absl::Status {
+    if (!have || r.tag != first.tag || r.hi != first.hi || r.lo != first.lo) {
+      RETURN_IF_ERROR(close_group());
+      have = true;
+      first = r;
+      last_doc = r.doc;
+      distinct = 1;
+      return absl::OkStatus();
+    }
+    if (r.doc == last_doc) return absl::OkStatus();
+    last_doc = r.doc;
+    ++distinct;
+    if (r.tag != 1) {
+      uint32_t kind = static_cast<uint32_t>(r.tag == 0 ? PairKind::kExact : PairKind::kNear);
+      RETURN_IF_ERROR(pairs.Add(PairRecord{first.doc, r.doc, kind, 0}));
+    }
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(close_group());
+  RETURN_IF_ERROR(lines_w->Finish());
+  ASSIGN_OR_RETURN(auto pairs_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("pairs", J, M)),
+                                                  c.Header(Kind::kPairs, sizeof(PairRecord))));
+  bool have_pair = false;
+  PairRecord prev{};
+  RETURN_IF_ERROR(pairs.Finish([&](const PairRecord& p) -> absl::Status {
+    if (have_pair && p.a == prev.a && p.b == prev.b) return absl::OkStatus();
+    have_pair = true;
+    prev = p;
+    return pairs_w->Add(p);
+  }));
+  RETURN_IF_ERROR(pairs_w->Finish());
+  return WriteStats(c, DedupStage::kBuckets, std::move(stats), sw);
+}
+
+
+}  // namespace grist::dedup::internal

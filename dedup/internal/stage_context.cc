@@ -1,0 +1,151 @@
+// The shared context of the dedup stages: see stage_context.h.
+
+#include "dedup/internal/stage_context.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "common/hash.h"
+
+namespace grist::dedup::internal {
+
+uint64_t OptionsFingerprint(const DedupOptions& o) {
+  std::string s = absl::StrCat(
+      o.exact, "|", ExactNormalizeName(o.exact_normalize), "|", o.near, "|",
+      static_cast<int>(o.shingle.kind), "|", o.shingle.n, "|", o.num_perm, "|", o.bands, "|",
+      o.rows, "|", absl::StrFormat("%.17g", o.threshold), "|", o.verify, "|", o.seed, "|",
+      o.line_dedup, "|", o.split_bytes, "|", o.input.text_field, "|", o.input.txt_mode, "|",
+      o.input.max_record_bytes);
+  return Hash64(s);
+}
+
+absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
+                            const std::string& output_dir, const DedupOptions& options,
+                            const RunOptions& run) {
+  RETURN_IF_ERROR(options.Validate());
+  if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dedup: task ", run.task, " is not in [0, ", run.tasks, ")"));
+  }
+  Ctx c;
+  c.env = env;
+  c.opt = options.Resolved();
+  c.run = run;
+  c.output_dir = output_dir;
+  c.work = options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
+  ASSIGN_OR_RETURN(c.files, ListInputs(env, inputs));
+  c.pool = std::make_unique<ThreadPool>(run.threads);
+  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, c.opt.split_bytes, c.pool.get()));
+  if (c.splits.size() >= (uint64_t{1} << (64 - format::kOrdinalBits))) {
+    return absl::InvalidArgumentError("dedup: too many input splits");
+  }
+  Hasher64 h(OptionsFingerprint(c.opt));
+  for (const InputFile& f : c.files) {
+    h.Update(f.path);
+    h.Update(&f.size, sizeof(f.size));
+    h.Update("\0", 1);
+  }
+  for (const InputSplit& s : c.splits) {
+    uint64_t v[3] = {s.file_index, s.begin, s.end};
+    h.Update(v, sizeof(v));
+  }
+  c.fingerprint = h.Digest();
+  return c;
+}
+
+// How many input splits the stages that read documents (signatures, the verification spill,
+// filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
+// (split_bytes each), and at least one.
+size_t SplitWindow(const Ctx& c, int per_thread) {
+  const uint64_t by_budget = c.opt.memory_limit / 4 / c.opt.split_bytes;
+  const uint64_t by_threads = static_cast<uint64_t>(per_thread) * std::max(1, c.pool->size());
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min(by_budget, by_threads)));
+}
+
+// Global indices of the splits task `task` of `tasks` processes.
+std::vector<size_t> TaskSplitIndices(const Ctx& c, int task, int tasks) {
+  std::vector<InputSplit> mine = SelectTaskSplits(c.splits, task, tasks);
+  std::vector<size_t> out;
+  size_t j = 0;
+  for (size_t i = 0; i < c.splits.size() && j < mine.size(); ++i) {
+    const InputSplit& s = c.splits[i];
+    if (s.file_index == mine[j].file_index && s.begin == mine[j].begin && s.end == mine[j].end) {
+      out.push_back(i);
+      ++j;
+    }
+  }
+  return out;
+}
+
+// Removes outputs "<stem>-IIIII-of-MMMMM.bin" of an earlier run of this stage with another task
+// count M != tasks (they would make the next stage's task set ambiguous).
+absl::Status RemoveStaleTaskFiles(Env* env, const std::string& dir, const std::string& stem,
+                                  int tasks) {
+  if (!env->IsDirectory(dir)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  const std::string mine = absl::StrFormat("-of-%05d.bin", tasks);
+  for (const std::string& n : names) {
+    if (n.rfind(stem + "-", 0) != 0 || n.size() != stem.size() + 20) continue;
+    if (n.compare(n.size() - mine.size(), mine.size(), mine) == 0) continue;
+    RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, n)));
+  }
+  return absl::OkStatus();
+}
+
+
+absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> stats,
+                        const Stopwatch& sw) {
+  stats[kWallUs] = static_cast<uint64_t>(sw.Seconds() * 1e6);
+  stats[kPeakRss] = PeakRssBytes();
+  std::string dir = c.Dir("stats");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, DedupStageName(stage), c.run.tasks));
+  ASSIGN_OR_RETURN(auto w, FileWriter::Open(c.env,
+                                            JoinPath(dir, TaskFileName(DedupStageName(stage),
+                                                                       c.run.task, c.run.tasks)),
+                                            c.Header(Kind::kStats, 8)));
+  for (uint64_t v : stats) RETURN_IF_ERROR(w->Add(v));
+  return w->Finish();
+}
+
+absl::StatusOr<std::vector<std::vector<uint64_t>>> ReadStats(const Ctx& c, DedupStage stage) {
+  ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                   FindTaskFiles(c.env, c.Dir("stats"), DedupStageName(stage), DedupStageName(stage)));
+  std::vector<std::vector<uint64_t>> out;
+  for (const std::string& p : paths) {
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, p, Kind::kStats, 8));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, p));
+    ASSIGN_OR_RETURN(auto v, FileReader::ReadAll<uint64_t>(c.env, p, Kind::kStats));
+    if (v.size() < kNumSlots) return absl::DataLossError(absl::StrCat(p, ": too few counters"));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Opens every task output `stem` of the producing stage in `dir`, checking the fingerprint.
+absl::StatusOr<std::vector<std::unique_ptr<FileReader>>> OpenAll(const Ctx& c, const char* sub,
+                                                                const std::string& stem,
+                                                                DedupStage producer, Kind kind,
+                                                                uint32_t record_size) {
+  ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                   FindTaskFiles(c.env, c.Dir(sub), stem, DedupStageName(producer)));
+  std::vector<std::unique_ptr<FileReader>> out;
+  for (const std::string& p : paths) {
+    // The fingerprint first: files of a run with other options differ in record size too.
+    ASSIGN_OR_RETURN(auto r, FileReader::Open(c.env, p, kind, 0));
+    RETURN_IF_ERROR(c.CheckFingerprint(*r, p));
+    if (record_size != 0 && r->header().record_size != record_size) {
+      return absl::DataLossError(absl::StrCat(p, ": corrupt dedup intermediate file: record size ",
+                                              r->header().record_size, ", expected ", record_size));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+uint32_t SigRecordSize(const Ctx& c) {
+  return static_cast<uint32_t>(sizeof(SigRecord) + 8 * static_cast<size_t>(c.opt.num_perm));
+}
+
+
+}  // namespace grist::dedup::internal

@@ -1,0 +1,212 @@
+// The shared context of the dedup stages (dedup/*_stage.cc): the resolved options, the input
+// splits, the work directory and its fingerprint, per-stage counters, and the helpers every stage
+// uses to read documents and the intermediate files of the stage before it.
+//
+// Contract: a Ctx is made once per stage run by MakeCtx and used by one stage on one thread (its
+// pool runs the stage's parallel parts). Every intermediate file a stage writes carries the Ctx's
+// fingerprint (options, inputs and splits); a stage refuses files of another fingerprint with
+// FailedPrecondition naming the file. Counters are written per task to work/stats and summed by
+// the report stage. Private to grist::dedup.
+#ifndef GRIST_DEDUP_INTERNAL_STAGE_CONTEXT_H_
+#define GRIST_DEDUP_INTERNAL_STAGE_CONTEXT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/records.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+
+namespace grist::dedup::internal {
+
+using format::BucketRecord;
+using format::ClusterRecord;
+using format::EdgeRecord;
+using format::Kind;
+using format::LineRecord;
+using format::PairKind;
+using format::PairRecord;
+using format::SigRecord;
+
+enum StatSlot : size_t {
+  kWallUs,
+  kPeakRss,
+  kInputBytes,
+  kDocsIn,
+  kDocsOut,
+  kDocsRejected,
+  kDocsRemoved,
+  kBytesIn,
+  kBytesOut,
+  kRemovedExact,
+  kRemovedNear,
+  kRemovedLines,
+  kLinesRemoved,
+  kClusters,
+  kCandidatePairs,
+  kExactPairs,
+  kVerifiedPairs,
+  kDupLines,
+  kVerifyPasses,
+  kSpilledSetBytes,
+  kMergeRounds,
+  kNumSlots,
+};
+// After kNumSlots: (cluster size, count) pairs (merge stage).
+
+struct Ctx {
+  Env* env;
+  DedupOptions opt;  // resolved
+  RunOptions run;
+  std::string output_dir;
+  std::string work;
+  std::vector<InputFile> files;
+  std::vector<InputSplit> splits;
+  uint64_t fingerprint = 0;
+  std::unique_ptr<ThreadPool> pool;
+
+  std::string Dir(const char* sub) const { return JoinPath(work, sub); }
+  FileHeader Header(Kind kind, uint32_t record_size, uint32_t aux = 0) const {
+    FileHeader h;
+    h.kind = kind;
+    h.record_size = record_size;
+    h.aux = aux;
+    h.task = static_cast<uint32_t>(run.task);
+    h.tasks = static_cast<uint32_t>(run.tasks);
+    h.fingerprint = fingerprint;
+    return h;
+  }
+  absl::Status CheckFingerprint(const FileReader& r, const std::string& path) const {
+    if (r.header().fingerprint != fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " was written for different inputs or dedup options; clear the work directory ",
+          work, " or use the options of that run"));
+    }
+    return absl::OkStatus();
+  }
+};
+
+
+uint64_t OptionsFingerprint(const DedupOptions& o);
+
+absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
+                            const std::string& output_dir, const DedupOptions& options,
+                            const RunOptions& run);
+
+// How many input splits the stages that read documents (signatures, the verification spill,
+// filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
+// (split_bytes each), and at least one.
+size_t SplitWindow(const Ctx& c, int per_thread);
+
+// Global indices of the splits task `task` of `tasks` processes.
+std::vector<size_t> TaskSplitIndices(const Ctx& c, int task, int tasks);
+
+inline uint64_t MakeKey(size_t split, uint64_t ordinal) {
+  return (static_cast<uint64_t>(split) << format::kOrdinalBits) | ordinal;
+}
+inline size_t SplitOfKey(uint64_t key) { return static_cast<size_t>(key >> format::kOrdinalBits); }
+
+inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
+  uint64_t x = SplitMix64(SplitMix64(tag ^ 0x9e37) ^ hi) ^ lo;
+  return SplitMix64(x) % static_cast<uint64_t>(parts);
+}
+
+// Reads every document of split `split_index`, calling fn(key, doc).
+template <typename Fn>
+absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn) {
+  const InputSplit& split = c.splits[split_index];
+  ASSIGN_OR_RETURN(auto reader,
+                   OpenRecordReader(c.env, c.files[split.file_index], split, c.opt.input));
+  Document doc;
+  uint64_t ordinal = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+    if (!more) break;
+    if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(c.files[split.file_index].path, ": too many records in one split"));
+    }
+    RETURN_IF_ERROR(fn(MakeKey(split_index, ordinal), doc));
+    ++ordinal;
+  }
+  return absl::OkStatus();
+}
+
+// Removes outputs "<stem>-IIIII-of-MMMMM.bin" of an earlier run of this stage with another task
+// count M != tasks (they would make the next stage's task set ambiguous).
+absl::Status RemoveStaleTaskFiles(Env* env, const std::string& dir, const std::string& stem,
+                                  int tasks);
+
+// The name of an exact-normalization mode as the config spells it (none, whitespace, lower).
+const char* ExactNormalizeName(ExactNormalize m);
+
+inline std::vector<uint64_t> NewStats() { return std::vector<uint64_t>(kNumSlots, 0); }
+
+// Writes this task's counters of `stage` (wall time and peak RSS filled in) to work/stats.
+absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> stats,
+                        const Stopwatch& sw);
+
+// Every task's counters of `stage`, in task order.
+absl::StatusOr<std::vector<std::vector<uint64_t>>> ReadStats(const Ctx& c, DedupStage stage);
+
+// Opens every task output `stem` of the producing stage in `dir`, checking the fingerprint.
+absl::StatusOr<std::vector<std::unique_ptr<FileReader>>> OpenAll(const Ctx& c, const char* sub,
+                                                                const std::string& stem,
+                                                                DedupStage producer, Kind kind,
+                                                                uint32_t record_size);
+
+// Bytes of one signatures record (header and num_perm hash values).
+uint32_t SigRecordSize(const Ctx& c);
+
+inline bool IsAsciiSpace(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Calls fn(line) for each '\n'-terminated line of text (the last one may lack the newline). The
+// view excludes the newline.
+template <typename Fn>
+void ForEachLine(std::string_view text, Fn fn) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    size_t end = nl == std::string_view::npos ? text.size() : nl;
+    fn(text.substr(pos, end - pos), nl != std::string_view::npos);
+    pos = end + 1;
+  }
+}
+
+inline bool IsBlank(std::string_view line) {
+  for (unsigned char ch : line) {
+    if (!IsAsciiSpace(ch)) return false;
+  }
+  return true;
+}
+
+// The stages, each over a Ctx made for it (dedup/<name>_stage.cc).
+absl::Status RunSignatures(Ctx& c);
+absl::Status RunBuckets(Ctx& c);
+absl::Status RunClusters(Ctx& c);
+absl::Status RunMerge(Ctx& c);
+absl::Status RunFilter(Ctx& c);
+absl::StatusOr<DedupReport> RunReport(Ctx& c);
+// The report's parameters (permutations, bands, rows, threshold, budget, SIMD target).
+void FillReportParams(const Ctx& c, DedupReport* r);
+// Removes what the stages write in `work` (and `work` itself when that leaves it empty); anything
+// else a user put there is left alone.
+absl::Status ClearWork(Env* env, const std::string& work);
+
+}  // namespace grist::dedup::internal
+
+#endif  // GRIST_DEDUP_INTERNAL_STAGE_CONTEXT_H_

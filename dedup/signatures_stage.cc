@@ -1,0 +1,150 @@
+// The dedup pipeline's signatures stage (see dedup/dedup.h for the stage contract).
+
+#include "dedup/internal/stage_context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
+#include "common/ordered.h"
+#include "common/progress.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "common/sysinfo.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+
+namespace grist::dedup::internal {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// signatures
+
+}  // namespace
+
+absl::Status RunSignatures(Ctx& c) {
+  Stopwatch sw;
+  std::vector<uint64_t> stats = NewStats();
+  const std::string dir = c.Dir("sig");
+  RETURN_IF_ERROR(c.env->CreateDirs(dir));
+  for (const char* stem : {"sig", "ids", "lines"}) {
+    RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, stem, c.run.tasks));
+  }
+  const uint32_t rec_size = SigRecordSize(c);
+  ASSIGN_OR_RETURN(auto sig_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks)),
+                                                c.Header(Kind::kSignatures, rec_size, c.opt.num_perm)));
+  ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("ids", c.run.task, c.run.tasks)),
+                                                c.Header(Kind::kIds, 0)));
+  std::unique_ptr<FileWriter> lines_w;
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("lines", c.run.task, c.run.tasks)),
+                                               c.Header(Kind::kLineHashes, sizeof(LineRecord))));
+  }
+  const std::vector<size_t> mine = TaskSplitIndices(c, c.run.task, c.run.tasks);
+  uint64_t total_bytes = 0;
+  for (size_t i : mine) total_bytes += c.splits[i].bytes;
+  Progress progress("dedup signatures", total_bytes, Progress::Unit::kBytes, !c.run.progress);
+  const MinHasher hasher(c.opt.num_perm, c.opt.seed);
+
+  struct SplitOut {
+    std::string sigs;
+    std::vector<std::pair<uint64_t, std::string>> ids;
+    std::vector<LineRecord> lines;
+    uint64_t docs = 0, bad = 0, bytes = 0;
+  };
+  const size_t window = SplitWindow(c, 2);
+  RETURN_IF_ERROR(OrderedParallel<SplitOut>(
+      c.pool.get(), mine.size(), window,
+      [&](size_t i) -> absl::StatusOr<SplitOut> {
+        SplitOut out;
+        std::vector<uint64_t> shingles;
+        std::string scratch;
+        std::vector<uint64_t> sig(c.opt.num_perm);
+        std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
+        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
+          ++out.docs;
+          out.bytes += doc.input_bytes;
+          progress.Add(doc.input_bytes);
+          SigRecord r{};
+          r.key = key;
+          out.ids.emplace_back(key, doc.id());
+          if (!doc.error.empty()) {
+            ++out.bad;
+            r.flags = format::kFlagBadRecord;
+            std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+          } else {
+            Hash128 h = Hash128Of(NormalizeForExact(doc.text, c.opt.exact_normalize));
+            r.exact_hi = h.high;
+            r.exact_lo = h.low;
+            if (c.opt.near) {
+              ShingleHashesUnordered(doc.text, c.opt.shingle, &shingles, &scratch);
+            } else {
+              shingles.clear();
+            }
+            r.shingles = static_cast<uint32_t>(std::min<size_t>(shingles.size(), UINT32_MAX));
+            if (shingles.empty()) {
+              r.flags |= format::kFlagNoShingles;
+              std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+            } else {
+              hasher.Compute(shingles, sig.data());
+            }
+            if (c.opt.line_dedup) {
+              doc_lines.clear();
+              ForEachLine(doc.text, [&](std::string_view line, bool) {
+                if (IsBlank(line)) return;
+                Hash128 lh = Hash128Of(line);
+                doc_lines.emplace_back(lh.high, lh.low);
+              });
+              std::sort(doc_lines.begin(), doc_lines.end());
+              doc_lines.erase(std::unique(doc_lines.begin(), doc_lines.end()), doc_lines.end());
+              for (const auto& [hi, lo] : doc_lines) out.lines.push_back(LineRecord{hi, lo, key});
+            }
+          }
+          out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
+          out.sigs.append(reinterpret_cast<const char*>(sig.data()), 8 * sig.size());
+          return absl::OkStatus();
+        }));
+        return out;
+      },
+      [&](size_t, SplitOut&& out) -> absl::Status {
+        const size_t n = out.sigs.size() / rec_size;
+        for (size_t k = 0; k < n; ++k) {
+          RETURN_IF_ERROR(sig_w->AddRecord(out.sigs.data() + k * rec_size, rec_size));
+        }
+        for (const auto& [key, id] : out.ids) RETURN_IF_ERROR(ids_w->AddId(key, id));
+        if (lines_w) {
+          for (const LineRecord& l : out.lines) RETURN_IF_ERROR(lines_w->Add(l));
+        }
+        stats[kDocsIn] += out.docs;
+        stats[kDocsRejected] += out.bad;
+        stats[kBytesIn] += out.bytes;
+        stats[kInputBytes] += out.bytes;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(sig_w->Finish());
+  RETURN_IF_ERROR(ids_w->Finish());
+  if (lines_w) RETURN_IF_ERROR(lines_w->Finish());
+  progress.Finish();
+  return WriteStats(c, DedupStage::kSignatures, std::move(stats), sw);
+}
+
+
+}  // namespace grist::dedup::internal

@@ -11,7 +11,12 @@
 #   4. bench/python/bench_loader.py --device cuda at ~2, ~9 and ~18 MB batches: delivered GB/s
 #      beside the pinned host-to-device ceiling measured in the same run (torch pinned tensor
 #      .to('cuda', non_blocking=True)) and the DataLoader baseline; start-up versus dataset size;
-#      and `grist bench loader --device cuda` when the grist binary was carried.
+#      and `grist bench loader --device cuda` when the grist binary was carried; each run also has
+#      torchdata's StatefulDataLoader (when installed), CPU-seconds per billion tokens and a blend
+#      of 3 releases against one (target: <= 1.1x the cost);
+#   5. scripts/gpu/loader_train_step.py: a GPT-2-small-sized bf16 training step (micro batch
+#      4 x 4096) fed by grist.Loader vs a tensor already on the GPU (target: overhead <= 0.5 %) and
+#      vs the DataLoader; look for "grist: +X % over a tensor already on the GPU".
 # Environment: PYTHON (default python3), GRIST_GPU_OUT (default gpu-out) for the results.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +41,7 @@ fi
 
 echo "== 2. Python loader tests (torch CUDA)"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-"$PY" -m unittest discover -v -s tests/python -p test_loader.py 2>&1 | tee "$OUT/test_loader_py.txt"
+"$PY" -m unittest discover -v -s tests/python -p 'test_loader*.py' 2>&1 | tee "$OUT/test_loader_py.txt"
 
 echo "== 3. Resume example on cuda"
 "$PY" examples/loader_resume.py --device cuda 2>&1 | tee "$OUT/loader_resume.txt"
@@ -56,4 +61,6 @@ if [[ -x "$BUILD/grist" ]]; then
   "$BUILD/grist" bench loader --device cuda --workers 12 --baseline-workers 0,4,8 \
     --output "$OUT" 2>&1 | tee "$OUT/grist_bench_loader_cuda.txt"
 fi
+echo "== 5. Training-step overhead: GPT-2-small bf16, micro batch 4 x 4096"
+"$PY" scripts/gpu/loader_train_step.py --json "$OUT/loader_train_step.json" 2>&1 | tee "$OUT/loader_train_step.txt"
 echo "loader.sh: done; results in $OUT/"

@@ -192,6 +192,8 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--startup-sizes", default="", help="e.g. 10000,100000,1000000")
+    ap.add_argument("--peers", default="dataloader,stateful",
+                    help="peers to run: dataloader (torch DataLoader), stateful (torchdata)")
     ap.add_argument("--blend", type=int, default=3,
                     help="releases in the blend compared with one release (0: skip)")
     ap.add_argument("--quick", action="store_true",
@@ -236,8 +238,9 @@ def main():
         except ImportError:
             StatefulDataLoader = None
             print("torchdata is absent: the StatefulDataLoader peer is skipped")
-        peers = [("DataLoader", torch.utils.data.DataLoader)]
-        if StatefulDataLoader is not None:
+        want = set(a.peers.split(","))
+        peers = [("DataLoader", torch.utils.data.DataLoader)] if "dataloader" in want else []
+        if StatefulDataLoader is not None and "stateful" in want:
             peers.append(("StatefulDataLoader", StatefulDataLoader))
         blend_rels = []
         if a.blend >= 2:

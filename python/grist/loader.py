@@ -333,6 +333,73 @@ class Loader:
         self._batch_slot = ctypes.c_void_p()
         self._batch_ref = ctypes.byref(self._batch_slot)
 
+    _CONFIG_KEYS = ("micro_batch_size", "global_batch_size", "dp_rank", "dp_size", "seed",
+                    "device", "prefetch", "epochs", "num_workers", "split", "int32", "fields",
+                    "verify_checksums", "dp_dim", "elastic")
+
+    @classmethod
+    def from_config(cls, config, section="loader", **overrides):
+        """A Loader from the `section` table of a TOML file (or of a dict already parsed):
+
+            [loader]
+            micro_batch_size = 8
+            global_batch_size = 256
+            release = "web/v1.0"                # one release, or a blend:
+            blend = [{weight = 0.7, path = "web/v1.0"}, {weight = 0.3, path = "code/v1.0"}]
+            # any other keyword of grist.Loader: seed, epochs, split, device, fields, ...
+
+        Relative paths are taken from the config file's folder. `overrides` (e.g. dp_group=,
+        device_mesh=, or any key above) replace the file's values. ValueError names an unknown
+        key or a malformed blend entry."""
+        base = ""
+        if isinstance(config, dict):
+            doc = config
+        else:
+            try:
+                import tomllib
+            except ImportError:  # Python < 3.11
+                import tomli as tomllib
+            with open(config, "rb") as f:
+                doc = tomllib.load(f)
+            base = os.path.dirname(os.path.abspath(os.fspath(config)))
+        table = doc.get(section) if section else doc
+        if not isinstance(table, dict):
+            raise ValueError(f"grist.Loader.from_config: no [{section}] table")
+        table = dict(table)
+
+        def where(p):
+            p = os.fspath(p)
+            return p if os.path.isabs(p) or not base else os.path.join(base, p)
+        if "blend" in table and "release" in table:
+            raise ValueError("grist.Loader.from_config: give release or blend, not both")
+        if "blend" in table:
+            entries = table.pop("blend")
+            if not isinstance(entries, list) or not entries:
+                raise ValueError("grist.Loader.from_config: blend must be a non-empty array of "
+                                 "{weight, path} tables")
+            path = []
+            for i, e in enumerate(entries):
+                if not isinstance(e, dict) or set(e) != {"weight", "path"}:
+                    raise ValueError(f"grist.Loader.from_config: blend[{i}] must have exactly "
+                                     f"the keys weight and path, got {e!r}")
+                path.append((float(e["weight"]), where(e["path"])))
+        elif "release" in table:
+            path = where(table.pop("release"))
+        else:
+            path = None
+        unknown = sorted(k for k in table if k not in cls._CONFIG_KEYS)
+        if unknown:
+            raise ValueError(f"grist.Loader.from_config: unknown keys {unknown} in [{section}] "
+                             f"(known: release, blend, {', '.join(cls._CONFIG_KEYS)})")
+        table.update(overrides)
+        path = table.pop("path", path)
+        if path is None:
+            raise ValueError(f"grist.Loader.from_config: [{section}] has neither release nor blend")
+        for key in ("micro_batch_size", "global_batch_size"):
+            if key not in table:
+                raise ValueError(f"grist.Loader.from_config: [{section}] needs {key}")
+        return cls(path, **table)
+
     def _h(self):
         if self._handle is None:
             raise ValueError("grist.Loader is closed")

@@ -151,6 +151,24 @@ class BlendTest(unittest.TestCase):
         one = grist.Loader([(1.0, self.rels[0])], 2, 8)
         self.assertEqual(one.state_dict(), grist.Loader(self.rels[0], 2, 8).state_dict())
 
+    def test_blend_from_a_toml_config(self):
+        cfg = os.path.join(self.tmp, "train.toml")
+        with open(cfg, "w") as f:
+            f.write("[loader]\nmicro_batch_size = 2\nglobal_batch_size = 20\nepochs = 0\n"
+                    "blend = [{weight = 0.6, path = \"r0\"}, {weight = 0.3, path = \"r1\"},\n"
+                    "         {weight = 0.1, path = \"r2\"}]\n")
+        lo = grist.Loader.from_config(cfg)
+        self.assertEqual(lo.path, self.rels)
+        self.assertEqual(rows(lo, 30), rows(self.blend(), 30))
+        one = grist.Loader.from_config({"loader": {"release": self.rels[1], "micro_batch_size": 2,
+                                                   "global_batch_size": 8}}, seed=9)
+        self.assertEqual((one.path, one.seed), (self.rels[1], 9))
+        with self.assertRaisesRegex(ValueError, r"unknown keys \['batch'\]"):
+            grist.Loader.from_config({"loader": {"release": "x", "batch": 1}})
+        with self.assertRaisesRegex(ValueError, r"blend\[0\] must have exactly"):
+            grist.Loader.from_config({"loader": {"blend": [{"w": 1, "path": "x"}],
+                                                 "micro_batch_size": 2, "global_batch_size": 8}})
+
     def test_epochs_per_release_and_the_end(self):
         lo = self.blend(epochs=1)  # n = 12, 6, 2: r0 60/12 = 5, r1 25/6 = 4, r2 13/2 = 6 steps
         self.assertEqual(len(lo), 4 * 10)

@@ -217,7 +217,7 @@ def _parse_blend(path):
     """[(weight, path), ...] from a path, a list of (weight, path) pairs or a {path: weight}
     dict. One entry is one release."""
     if isinstance(path, (str, bytes, os.PathLike)):
-        return [(1.0, os.fspath(path))]
+        return [(1.0, os.fsdecode(path))]
     items = list(path.items()) if isinstance(path, dict) else list(path)
     if isinstance(path, dict):
         items = [(w, p) for p, w in items]
@@ -231,7 +231,7 @@ def _parse_blend(path):
             raise ValueError(f"grist.Loader: a blend entry must be (weight, path), got {item!r}")
         if isinstance(w, (str, os.PathLike)) and not isinstance(p, (str, os.PathLike)):
             w, p = p, w
-        out.append((float(w), os.fspath(p)))
+        out.append((float(w), os.fsdecode(p)))
     return out
 
 

@@ -27,7 +27,7 @@ constexpr size_t kAlign = 256;
 size_t AlignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 constexpr uint32_t kFieldOrder[] = {kInputIds, kLabels, kPositionIds, kLossMask, kSampleIndex,
-                                    kCuSeqlens};
+                                    kReleaseIndex, kCuSeqlens};
 
 size_t DTypeSize(DType d) { return d == DType::kInt64 ? 8 : 4; }
 
@@ -56,7 +56,7 @@ struct Layout {
       if (!(fields & f)) continue;
       Entry e{f, ids, 2, {m, s}, off, 0};
       if (f == kLossMask) e.dtype = DType::kFloat32;
-      if (f == kSampleIndex) {
+      if (f == kSampleIndex || f == kReleaseIndex) {
         e.dtype = DType::kInt64;
         e.ndim = 1;
         e.shape[0] = m;
@@ -88,6 +88,7 @@ const char* FieldName(uint32_t field) {
     case kCuSeqlens: return "cu_seqlens";
     case kLossMask: return "loss_mask";
     case kSampleIndex: return "sample_index";
+    case kReleaseIndex: return "release_index";
     default: return nullptr;
   }
 }
@@ -109,7 +110,8 @@ absl::StatusOr<uint32_t> ParseFields(const std::string& names) {
     if (!bit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown batch field \"", name,
-          "\" (known: input_ids, labels, position_ids, cu_seqlens, loss_mask, sample_index, all)"));
+          "\" (known: input_ids, labels, position_ids, cu_seqlens, loss_mask, sample_index, "
+          "release_index, all)"));
     }
     out |= bit;
   }
@@ -383,14 +385,14 @@ Position PositionAfter(const Schedule& sch, const Position& base, int64_t n) {
 
 class BatchFactory {
  public:
-  static absl::StatusOr<std::shared_ptr<const Batch>> Produce(const SampleSource& src,
-                                                              const Schedule& sch,
+  static absl::StatusOr<std::shared_ptr<const Batch>> Produce(
+      const std::vector<std::shared_ptr<const SampleSource>>& sources, const Schedule& sch,
                                                               const std::shared_ptr<Pool>& pool,
                                                               const Position& pos);
 };
 
-absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(const SampleSource& src,
-                                                                   const Schedule& sch,
+absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(
+    const std::vector<std::shared_ptr<const SampleSource>>& sources, const Schedule& sch,
                                                                    const std::shared_ptr<Pool>& pool,
                                                                    const Position& pos) {
   ASSIGN_OR_RETURN(int slot_index, pool->Acquire());
@@ -423,7 +425,9 @@ absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(const SampleS
   if (cu) cu[cu_count++] = 0;
   const size_t id_size = ids32 ? 4 : 8;
   for (int64_t r = 0; r < m; ++r) {
-    const uint64_t index = sch.SampleAt(sch.StreamPosition(pos, r));
+    const Draw draw = sch.DrawAt(sch.StreamPosition(pos, r));
+    const uint64_t index = draw.index;
+    const SampleSource& src = *sources[draw.component];
     SampleView view;
     RETURN_IF_ERROR(src.GetSample(index, &view));
     RETURN_IF_ERROR(CheckSegments(src, index, view, src.sample_tokens()));
@@ -444,6 +448,9 @@ absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(const SampleS
     }
     cu_count += out.cu_count;
     if (ptr(kSampleIndex)) static_cast<int64_t*>(ptr(kSampleIndex))[r] = static_cast<int64_t>(index);
+    if (ptr(kReleaseIndex)) {
+      static_cast<int64_t*>(ptr(kReleaseIndex))[r] = static_cast<int64_t>(draw.component);
+    }
   }
   size_t used = layout.total;
   if (cu_entry) used = cu_entry->offset + static_cast<size_t>(cu_count) * 4;
@@ -474,8 +481,9 @@ absl::StatusOr<std::shared_ptr<const Batch>> BatchFactory::Produce(const SampleS
   return std::shared_ptr<const Batch>(std::move(batch));
 }
 
-Loader::Loader(std::shared_ptr<const SampleSource> source, Schedule schedule, LoaderOptions options)
-    : source_(std::move(source)),
+Loader::Loader(std::vector<std::shared_ptr<const SampleSource>> sources, Schedule schedule,
+               LoaderOptions options)
+    : sources_(std::move(sources)),
       schedule_(std::move(schedule)),
       options_(std::move(options)),
       shared_(std::make_unique<Shared>()) {}
@@ -488,7 +496,22 @@ Loader::~Loader() {
 }
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& options) {
-  ASSIGN_OR_RETURN(OpenedSplit split, OpenReleaseSplit(Env::Default(), options.path, options.split,
+  if (options.blend.size() >= 2) {
+    std::vector<std::shared_ptr<const SampleSource>> sources;
+    std::vector<double> weights;
+    uint64_t seed = 0;
+    for (size_t k = 0; k < options.blend.size(); ++k) {
+      ASSIGN_OR_RETURN(OpenedSplit split,
+                       OpenReleaseSplit(Env::Default(), options.blend[k].path, options.split,
+                                        options.verify_checksums));
+      if (k == 0) seed = split.release_seed;
+      sources.push_back(std::move(split.source));
+      weights.push_back(options.blend[k].weight);
+    }
+    return CreateBlend(std::move(sources), std::move(weights), seed, options);
+  }
+  const std::string& path = options.blend.size() == 1 ? options.blend[0].path : options.path;
+  ASSIGN_OR_RETURN(OpenedSplit split, OpenReleaseSplit(Env::Default(), path, options.split,
                                                        options.verify_checksums));
   return Create(std::move(split.source), split.release_seed, options);
 }
@@ -497,8 +520,47 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Sam
                                                        uint64_t default_seed,
                                                        const LoaderOptions& options) {
   if (!source) return absl::InvalidArgumentError("loader: no sample source");
+  return CreateBlend({std::move(source)}, {1.0}, default_seed, options);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateBlend(
+    std::vector<std::shared_ptr<const SampleSource>> sources, std::vector<double> weights,
+    uint64_t default_seed, const LoaderOptions& options) {
+  if (sources.empty()) return absl::InvalidArgumentError("loader: no sample source");
+  if (weights.size() != sources.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("loader: ", sources.size(), " sources but ",
+                                                   weights.size(), " weights"));
+  }
+  for (const auto& src : sources) {
+    if (!src) return absl::InvalidArgumentError("loader: no sample source");
+  }
+  const SampleSource& first = *sources[0];
+  for (size_t k = 1; k < sources.size(); ++k) {
+    const SampleSource& other = *sources[k];
+    if (other.sample_tokens() != first.sample_tokens()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blend: release ", first.Location(), " has seq_len ", first.sample_tokens() - 1,
+          " but release ", other.Location(), " has seq_len ", other.sample_tokens() - 1));
+    }
+    if (other.token_dtype() != first.token_dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blend: releases ", first.Location(), " and ", other.Location(),
+          " store tokens as different dtypes (uint16 / int32): not the same tokenizer"));
+    }
+    if (other.TokenizerId() != first.TokenizerId()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blend: release ", first.Location(), " has tokenizer ", first.TokenizerId(),
+          " but release ", other.Location(), " has tokenizer ", other.TokenizerId()));
+    }
+  }
+  const std::shared_ptr<const SampleSource>& source = sources[0];
   ScheduleOptions so;
   so.num_samples = source->num_samples();
+  if (sources.size() >= 2) {
+    for (size_t k = 0; k < sources.size(); ++k) {
+      so.blend.push_back(BlendComponent{sources[k]->num_samples(), weights[k]});
+    }
+  }
   so.micro_batch_size = options.micro_batch_size;
   so.global_batch_size = options.global_batch_size;
   so.dp_rank = options.dp_rank;
@@ -522,10 +584,13 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Sam
     return absl::InvalidArgumentError(absl::StrCat(
         "micro_batch_size * seq_len = ", cells, " does not fit cu_seqlens' int32"));
   }
-  if ((options.fields & ~static_cast<uint32_t>(kAllFields)) || !(options.fields & kAllFields)) {
+  if ((options.fields & ~static_cast<uint32_t>(kValidFields)) || !(options.fields & kValidFields)) {
     return absl::InvalidArgumentError("loader: invalid field selection");
   }
-  std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(sch), options));
+  if ((options.fields & kReleaseIndex) && sources.size() < 2) {
+    return absl::InvalidArgumentError("loader: release_index exists only for a blend of releases");
+  }
+  std::unique_ptr<Loader> loader(new Loader(std::move(sources), std::move(sch), options));
   RETURN_IF_ERROR(loader->Start());
   return loader;
 }
@@ -542,7 +607,7 @@ absl::Status Loader::Start() {
       return s;
     }
   }
-  Layout layout = Layout::Make(options_.micro_batch_size, source_->sample_tokens() - 1,
+  Layout layout = Layout::Make(options_.micro_batch_size, source().sample_tokens() - 1,
                                options_.fields, options_.int32_ids);
   pool_ = std::make_shared<Pool>(std::move(layout), use_cuda, options_.cuda_device);
   RETURN_IF_ERROR(pool_->Init());
@@ -567,6 +632,8 @@ void Loader::StopWorkers() {
   shared_->work_cv.notify_all();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
+  std::lock_guard<std::mutex> l(shared_->mu);
+  shared_->stop = false;
 }
 
 void Loader::WorkerLoop() {
@@ -586,7 +653,7 @@ void Loader::WorkerLoop() {
       gen = sh.generation;
       pos = PositionAfter(schedule_, sh.base, seq);
     }
-    absl::StatusOr<std::shared_ptr<const Batch>> result = BatchFactory::Produce(*source_, schedule_, pool_, pos);
+    absl::StatusOr<std::shared_ptr<const Batch>> result = BatchFactory::Produce(sources_, schedule_, pool_, pos);
     std::unique_lock<std::mutex> l(sh.mu);
     if (gen == sh.generation && !sh.stop) {
       const bool wanted = seq == sh.returned;
@@ -622,35 +689,98 @@ absl::StatusOr<std::shared_ptr<const Batch>> Loader::Next() {
   return result;
 }
 
+std::string Loader::release_id() const {
+  if (sources_.size() == 1) return sources_[0]->release_id();
+  std::string id = "blend:";
+  for (size_t k = 0; k < sources_.size(); ++k) {
+    absl::StrAppend(&id, k ? "+" : "", sources_[k]->release_id());
+  }
+  return id;
+}
+
+std::vector<ComponentState> Loader::Components() const {
+  std::vector<ComponentState> out;
+  const auto& blend = schedule_.options().blend;
+  for (size_t k = 0; k < sources_.size(); ++k) {
+    ComponentState c;
+    c.release_id = sources_[k]->release_id();
+    c.split = sources_[k]->split();
+    c.weight = k < blend.size() ? blend[k].weight : 1.0;
+    c.num_samples = sources_[k]->num_samples();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 LoaderState Loader::state() const {
   LoaderState s;
-  s.release_id = source_->release_id();
-  s.split = source_->split();
+  s.release_id = release_id();
+  s.split = source().split();
   s.seed = schedule_.options().seed;
   s.global_batch_size = options_.global_batch_size;
   s.micro_batch_size = options_.micro_batch_size;
   s.dp_size = options_.dp_size;
-  s.num_samples = source_->num_samples();
-  std::lock_guard<std::mutex> l(shared_->mu);
-  s.position = PositionAfter(schedule_, shared_->base, shared_->returned);
+  for (const auto& src : sources_) s.num_samples += src->num_samples();
+  {
+    std::lock_guard<std::mutex> l(shared_->mu);
+    s.position = PositionAfter(schedule_, shared_->base, shared_->returned);
+  }
+  if (schedule_.is_blend()) {
+    s.blend = Components();
+    const std::vector<uint64_t> c = schedule_.ConsumedAt(s.position.consumed_samples);
+    for (size_t k = 0; k < c.size(); ++k) s.blend[k].consumed = c[k];
+  }
   return s;
 }
 
-absl::Status Loader::LoadState(const LoaderState& state) {
-  ASSIGN_OR_RETURN(Position pos,
-                   CheckResume(state, source_->release_id(), source_->split(), schedule_));
+void Loader::Restart(Schedule schedule, const Position& pos) {
+  StopWorkers();
   std::map<int64_t, absl::StatusOr<std::shared_ptr<const Batch>>> drop;
-  std::unique_lock<std::mutex> l(shared_->mu);
-  ++shared_->generation;
-  shared_->base = pos;
-  shared_->issued = 0;
-  shared_->returned = 0;
-  shared_->total = schedule_.RemainingBatches(pos);
-  shared_->sticky = absl::OkStatus();
-  drop.swap(shared_->ready);
-  l.unlock();
-  shared_->work_cv.notify_all();
+  {
+    std::lock_guard<std::mutex> l(shared_->mu);
+    schedule_ = std::move(schedule);
+    ++shared_->generation;
+    shared_->base = pos;
+    shared_->issued = 0;
+    shared_->returned = 0;
+    shared_->total = schedule_.RemainingBatches(pos);
+    shared_->sticky = absl::OkStatus();
+    drop.swap(shared_->ready);
+  }
   drop.clear();  // releases the discarded batches outside the lock
+  StartWorkers();
+}
+
+absl::Status Loader::LoadState(const LoaderState& state) {
+  ASSIGN_OR_RETURN(ResumePoint rp,
+                   CheckBlendResume(state, Components(), schedule_, options_.elastic));
+  ASSIGN_OR_RETURN(Schedule sch, schedule_.WithSegment(std::move(rp.segment)));
+  Restart(std::move(sch), rp.position);
+  return absl::OkStatus();
+}
+
+absl::Status Loader::SetWeights(const std::vector<double>& weights) {
+  if (!schedule_.is_blend()) {
+    return absl::FailedPreconditionError("loader: set_weights needs a blend of releases");
+  }
+  if (weights.size() != sources_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("loader: ", weights.size(),
+                                                   " weights for a blend of ", sources_.size()));
+  }
+  const LoaderState s = state();
+  if (s.position.micro_index != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "loader: blend weights change only at a step boundary; the next batch is micro batch ",
+        s.position.micro_index, " of its step"));
+  }
+  ScheduleOptions so = schedule_.options();
+  for (size_t k = 0; k < weights.size(); ++k) so.blend[k].weight = weights[k];
+  ASSIGN_OR_RETURN(Schedule fresh, Schedule::Create(so));
+  Segment seg;
+  seg.start = s.position.consumed_samples;
+  for (const ComponentState& c : s.blend) seg.consumed.push_back(c.consumed);
+  ASSIGN_OR_RETURN(Schedule sch, fresh.WithSegment(std::move(seg)));
+  Restart(std::move(sch), s.position);
   return absl::OkStatus();
 }
 

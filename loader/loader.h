@@ -59,15 +59,31 @@ enum Field : uint32_t {
   kCuSeqlens = 1u << 3,
   kLossMask = 1u << 4,
   kSampleIndex = 1u << 5,
-  kAllFields = (1u << 6) - 1,
+  kAllFields = (1u << 6) - 1,  // the default set ("all")
+  // Blends: which release each row came from ([M] int64, the index in the blend). Part of a
+  // blend's default fields; never of a single release's.
+  kReleaseIndex = 1u << 6,
+  kValidFields = (1u << 7) - 1,
 };
 // "input_ids", "labels", ... for one Field bit; nullptr for others.
 const char* FieldName(uint32_t field);
 // Parses a comma-separated list of field names; InvalidArgument naming an unknown one.
 absl::StatusOr<uint32_t> ParseFields(const std::string& names);
 
+// One release of a blend: its folder and weight.
+struct BlendEntry {
+  double weight = 1.0;
+  std::string path;
+};
+
 struct LoaderOptions {
   std::string path;              // release folder (Loader::Open)
+  // Two or more: a weighted blend of these releases (same split of each), `path` is ignored
+  // (loader/schedule.h). They must have the same seq_len, token dtype and tokenizer.
+  std::vector<BlendEntry> blend;
+  // Loading a state saved with another global_batch_size (at a step boundary) continues the
+  // global order; false makes that a FailedPrecondition naming global_batch_size.
+  bool elastic = true;
   std::string split = "train";
   int64_t micro_batch_size = 0;
   int64_t global_batch_size = 0;
@@ -143,6 +159,12 @@ class Loader {
   static absl::StatusOr<std::unique_ptr<Loader>> Create(std::shared_ptr<const SampleSource> source,
                                                         uint64_t default_seed,
                                                         const LoaderOptions& options);
+  // A blend over any sources (options.path and options.blend's paths are ignored; the weights
+  // are `weights`). InvalidArgument naming both sources when their seq_len, token dtype or
+  // tokenizer differ.
+  static absl::StatusOr<std::unique_ptr<Loader>> CreateBlend(
+      std::vector<std::shared_ptr<const SampleSource>> sources, std::vector<double> weights,
+      uint64_t default_seed, const LoaderOptions& options);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -151,8 +173,13 @@ class Loader {
   absl::StatusOr<std::shared_ptr<const Batch>> Next();
   // The state to resume from: the next Next() returns the batch at state().position.
   LoaderState state() const;
-  // Continues from `state` (CheckResume's rules); in-flight batches are discarded.
+  // Continues from `state` (CheckResume's / CheckBlendResume's rules); in-flight batches are
+  // discarded. A blend's state may carry other weights (at a step boundary): the loader keeps its
+  // own weights from there on, each release continuing after its last draw.
   absl::Status LoadState(const LoaderState& state);
+  // Blends: new weights from the current position on, which must be a step boundary
+  // (FailedPrecondition otherwise); no release repeats or skips a sample.
+  absl::Status SetWeights(const std::vector<double>& weights);
   // Micro batches of the whole run on this rank (from position 0); INT64_MAX when unlimited.
   int64_t size() const;
   // Micro batches left from the current position.
@@ -162,7 +189,11 @@ class Loader {
   // Why a CUDA request runs on the CPU (empty otherwise).
   const std::string& device_note() const { return device_note_; }
   const Schedule& schedule() const { return schedule_; }
-  const SampleSource& source() const { return *source_; }
+  // The (first) source; a blend's sources are sources().
+  const SampleSource& source() const { return *sources_[0]; }
+  const std::vector<std::shared_ptr<const SampleSource>>& sources() const { return sources_; }
+  // The id the state carries: the release's id, or for a blend "blend:" + ids joined by "+".
+  std::string release_id() const;
   int num_workers() const { return static_cast<int>(workers_.size()); }
   // Bytes of one batch's tensors (the size of one host-to-device copy).
   size_t batch_bytes() const;
@@ -170,13 +201,17 @@ class Loader {
   struct Shared;
 
  private:
-  Loader(std::shared_ptr<const SampleSource> source, Schedule schedule, LoaderOptions options);
+  Loader(std::vector<std::shared_ptr<const SampleSource>> sources, Schedule schedule,
+         LoaderOptions options);
+  std::vector<ComponentState> Components() const;
+  // Replaces the schedule (workers stopped meanwhile) and continues at `pos`.
+  void Restart(Schedule schedule, const Position& pos);
   absl::Status Start();
   void StopWorkers();
   void StartWorkers();
   void WorkerLoop();
 
-  std::shared_ptr<const SampleSource> source_;
+  std::vector<std::shared_ptr<const SampleSource>> sources_;
   Schedule schedule_;
   LoaderOptions options_;
   std::string device_note_;

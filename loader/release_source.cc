@@ -25,6 +25,7 @@ class ReleaseSplitSource : public SampleSource {
     sample_tokens_ = m.sample_tokens;
     dtype_ = m.token_dtype == shard::TokenDtype::kUint16 ? TokenDtype::kUint16 : TokenDtype::kInt32;
     release_id_ = m.release_id;
+    tokenizer_id_ = absl::StrCat(m.tokenizer.file.xxh3_128.ToHex(), "/vocab ", m.tokenizer.vocab_size);
   }
 
   uint64_t num_samples() const override { return num_samples_; }
@@ -57,6 +58,9 @@ class ReleaseSplitSource : public SampleSource {
     return absl::StrCat(release_->dir(), "/", (*shards_)[i].name, " sample ", index - first_[i]);
   }
 
+  std::string Location() const override { return release_->dir(); }
+  std::string TokenizerId() const override { return tokenizer_id_; }
+
   absl::StatusOr<const shard::ShardReader*> Reader(size_t i) const {
     const shard::ShardReader* r = readers_[i].load(std::memory_order_acquire);
     if (r) return r;
@@ -80,6 +84,7 @@ class ReleaseSplitSource : public SampleSource {
   uint32_t sample_tokens_ = 0;
   TokenDtype dtype_ = TokenDtype::kUint16;
   std::string release_id_;
+  std::string tokenizer_id_;
 };
 
 }  // namespace

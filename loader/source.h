@@ -43,6 +43,11 @@ class SampleSource {
   virtual absl::Status GetSample(uint64_t index, SampleView* out) const = 0;
   // Where sample `index` lives, for error messages (e.g. "shards/train-00003 sample 17").
   virtual std::string Describe(uint64_t index) const = 0;
+  // The source as a whole in messages (a release's folder); default: its release id.
+  virtual std::string Location() const { return release_id(); }
+  // What identifies the tokenizer its tokens come from (a release: the tokenizer file's digest
+  // and vocabulary size); empty when unknown. Blended sources must agree.
+  virtual std::string TokenizerId() const { return ""; }
 };
 
 }  // namespace grist::loader

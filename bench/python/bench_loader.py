@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Benchmark grist.Loader against torch.utils.data.DataLoader over numpy memmaps of the same .bin
-files (same batch shape, shuffle, pin_memory=True), every num_workers configuration, in one run.
+"""Benchmark grist.Loader against torch.utils.data.DataLoader and torchdata's StatefulDataLoader
+over numpy memmaps of the same .bin files (same batch shape, shuffle, pin_memory when CUDA is
+present), every num_workers configuration, in one run; and a blend of 3 releases against one.
 
-Figures per configuration: tokens/s and GB/s delivered with a consumer that does nothing, and the
-share of time a consumer with a simulated compute step (default 50 ms) waits for data. With
---device cuda the delivered batches are on the GPU and the pinned host-to-device copy ceiling
-(torch pinned tensor .to('cuda', non_blocking=True)) is measured beside them, plus start-up time
-versus dataset size.
+Figures per configuration: tokens/s and GB/s delivered with a consumer that does nothing; the
+share of time a consumer with a simulated compute step (default 50 ms) waits for data; and the CPU
+time the loader costs per billion tokens delivered, measured during the 50 ms-step run (the
+consumer sleeps, so what the process and its worker processes spend is the loader's: the cores it
+takes from the trainer). With --device cuda the delivered batches are on the GPU and the pinned
+host-to-device copy ceiling (torch pinned tensor .to('cuda', non_blocking=True)) is measured beside
+them, plus start-up time versus dataset size.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/python/bench_loader.py [--json out.json]
+    PYTHONPATH=build/python python bench/python/bench_loader.py [--quick] [--json out.json]
 """
 
 import argparse
 import json
 import os
+import resource
 import platform
 import shutil
 import statistics
@@ -59,18 +63,62 @@ class MemmapDataset(torch.utils.data.Dataset):
         raise IndexError(i)
 
 
+def _proc_cpu(pid):
+    """utime + stime of a live process (all its threads), in seconds; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _children():
+    out = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                out.update(int(x) for x in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+class CpuMeter:
+    """CPU seconds of this process (every thread) and of its child processes (DataLoader workers,
+    alive or already reaped) between start() and stop()."""
+
+    def _now(self):
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        live = {p: _proc_cpu(p) for p in _children()}
+        return time.process_time(), ru.ru_utime + ru.ru_stime, live
+
+    def start(self):
+        self.t0 = self._now()
+
+    def stop(self):
+        own1, reaped1, live1 = self._now()
+        own0, reaped0, live0 = self.t0
+        live = sum(v - live0.get(p, 0.0) for p, v in live1.items())
+        # A child alive at start and reaped since is in reaped1 in full: subtract what it had.
+        gone = sum(v for p, v in live0.items() if p not in live1)
+        return (own1 - own0) + (reaped1 - reaped0 - gone) + live
+
+
 def batch_bytes(b):
     return sum(t.numel() * t.element_size() for t in b.values())
 
 
 def run(make_iter, batches, step_s, device, warmup=2, seconds=1.0):
-    """Returns (tokens/s, GB/s, mean wait per step in s, wait share) over `batches` batches, or
-    with batches=None for `seconds` (at least 10 batches)."""
+    """Returns (tokens/s, GB/s, mean wait per step in s, wait share, CPU s per 1e9 tokens) over
+    `batches` batches, or with batches=None for `seconds` (at least 10 batches)."""
     it = make_iter()
     for _ in range(warmup):
         next(it)
     tokens = nbytes = 0
     wait = 0.0
+    cpu = CpuMeter()
+    cpu.start()
     t0 = time.perf_counter()
     n = 0
     while (n < batches) if batches else (n < 10 or time.perf_counter() - t0 < seconds):
@@ -87,7 +135,9 @@ def run(make_iter, batches, step_s, device, warmup=2, seconds=1.0):
         if step_s:
             time.sleep(step_s)
     total = time.perf_counter() - t0
-    return tokens / total, nbytes / total / 1e9, wait / n, wait / total
+    cpu_s = cpu.stop()
+    del it
+    return tokens / total, nbytes / total / 1e9, wait / n, wait / total, cpu_s / tokens * 1e9
 
 
 def loop_forever(make_loader):
@@ -142,8 +192,19 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--startup-sizes", default="", help="e.g. 10000,100000,1000000")
+    ap.add_argument("--peers", default="dataloader,stateful",
+                    help="peers to run: dataloader (torch DataLoader), stateful (torchdata)")
+    ap.add_argument("--blend", type=int, default=3,
+                    help="releases in the blend compared with one release (0: skip)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a short run: 1024 samples of 512 tokens, 0.5 s, 1 repetition, 20 steps")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.quick:
+        a.samples, a.seq_len, a.seconds, a.repetitions = 1024, 512, 0.5, 1
+        a.step_batches = 20
+        if a.workers == "0,1,2,4":
+            a.workers = "0,2"
 
     tmp = tempfile.mkdtemp(prefix="grist_bench_loader_")
     try:
@@ -162,24 +223,45 @@ def main():
         def measure(name, make_iter, step_s, batches):
             reps = [run(make_iter, batches, step_s, a.device, seconds=a.seconds)
                     for _ in range(a.repetitions)]
-            med = [statistics.median(r[i] for r in reps) for i in range(4)]
+            med = [statistics.median(r[i] for r in reps) for i in range(5)]
             results.append({"config": name, "step_ms": step_s * 1000, "tokens_per_s": med[0],
                             "gb_per_s": med[1], "wait_per_step_ms": med[2] * 1000,
-                            "wait_share": med[3]})
+                            "wait_share": med[3], "cpu_s_per_btok": med[4]})
             r = results[-1]
-            print(f"{name:48s} step {r['step_ms']:4.0f} ms  {r['tokens_per_s'] / 1e6:9.1f} M tok/s "
+            print(f"{name:56s} step {r['step_ms']:4.0f} ms  {r['tokens_per_s'] / 1e6:9.1f} M tok/s "
                   f"{r['gb_per_s']:7.2f} GB/s  wait {r['wait_per_step_ms']:8.3f} ms/step "
-                  f"({100 * r['wait_share']:6.2f}%)", flush=True)
+                  f"({100 * r['wait_share']:6.2f}%)  CPU {r['cpu_s_per_btok']:8.1f} s/Gtok",
+                  flush=True)
+
+        try:
+            from torchdata.stateful_dataloader import StatefulDataLoader
+        except ImportError:
+            StatefulDataLoader = None
+            print("torchdata is absent: the StatefulDataLoader peer is skipped")
+        want = set(a.peers.split(","))
+        peers = [("DataLoader", torch.utils.data.DataLoader)] if "dataloader" in want else []
+        if StatefulDataLoader is not None and "stateful" in want:
+            peers.append(("StatefulDataLoader", StatefulDataLoader))
+        blend_rels = []
+        if a.blend >= 2:
+            for k in range(a.blend):
+                d = os.path.join(tmp, f"blend{k}")
+                write_synthetic_release(d, samples=max(a.samples // a.blend, 64), seq_len=a.seq_len,
+                                        samples_per_shard=1024, vocab_size=32000,
+                                        mean_document_tokens=500, seed=100 + k)
+                blend_rels.append(d)
 
         pin = torch.cuda.is_available()
         for step_s, batches in ((0.0, None), (a.step_ms / 1000, a.step_batches)):
-            for w in [int(x) for x in a.workers.split(",") if x != "" and ds is not None]:
-                def mk(w=w):
-                    return loop_forever(lambda: torch.utils.data.DataLoader(
-                        ds, batch_size=m, shuffle=True, num_workers=w, pin_memory=pin,
-                        drop_last=True, persistent_workers=False,
-                        generator=torch.Generator().manual_seed(0)))
-                measure(f"DataLoader memmap num_workers={w} pin_memory={pin}", mk, step_s, batches)
+            for peer, cls in peers:
+                for w in [int(x) for x in a.workers.split(",") if x != "" and ds is not None]:
+                    def mk(w=w, cls=cls):
+                        return loop_forever(lambda: cls(
+                            ds, batch_size=m, shuffle=True, num_workers=w, pin_memory=pin,
+                            drop_last=True, persistent_workers=False,
+                            generator=torch.Generator().manual_seed(0)))
+                    measure(f"{peer} memmap num_workers={w} pin_memory={pin}", mk, step_s,
+                            batches)
             for fields, label in ((["input_ids", "labels"], "input_ids+labels"),
                                   (None, "all fields")):
                 def mk(fields=fields):
@@ -187,8 +269,17 @@ def main():
                                              prefetch=a.prefetch, num_workers=a.grist_workers,
                                              fields=fields))
                 measure(f"grist.Loader {label} device={a.device}", mk, step_s, batches)
+            if blend_rels:
+                weights = [1.0 / len(blend_rels)] * len(blend_rels)
 
-        base = [r for r in results if r["config"].startswith("DataLoader") and r["step_ms"] == 0]
+                def mk():
+                    return iter(grist.Loader(list(zip(weights, blend_rels)), m, m,
+                                             device=a.device, epochs=0, prefetch=a.prefetch,
+                                             num_workers=a.grist_workers))
+                measure(f"grist.Loader blend of {len(blend_rels)} all fields device={a.device}",
+                        mk, step_s, batches)
+
+        base = [r for r in results if "Loader memmap" in r["config"] and r["step_ms"] == 0]
         ours = [r for r in results if r["config"].startswith("grist") and r["step_ms"] == 0]
         summary = {}
         best = max(base, key=lambda r: r["tokens_per_s"]) if base else None
@@ -199,6 +290,26 @@ def main():
             summary[f"ratio {r['config']}"] = r["tokens_per_s"] / best["tokens_per_s"]
             print(f"ratio {r['config']} / best baseline ({best['config']}): "
                   f"{r['tokens_per_s'] / best['tokens_per_s']:.2f}x")
+        stepped = [r for r in results if r["step_ms"] > 0]
+        for peer in ("DataLoader memmap", "StatefulDataLoader memmap"):
+            rs = [r for r in stepped if r["config"].startswith(peer)]
+            if rs:
+                bw = min(rs, key=lambda r: r["wait_share"])
+                summary[f"{peer} best wait at step"] = [bw["config"], bw["wait_share"],
+                                                        bw["cpu_s_per_btok"]]
+        for r in stepped:
+            if r["config"].startswith("grist"):
+                summary[f"{r['config']} wait at step / CPU s per Gtok"] = [
+                    r["wait_share"], r["cpu_s_per_btok"]]
+        one = [r for r in results if r["config"].startswith("grist.Loader all fields")]
+        bl = [r for r in results if r["config"].startswith("grist.Loader blend")]
+        for o, b in zip(one, bl):
+            cost = o["tokens_per_s"] / b["tokens_per_s"]
+            cpu = b["cpu_s_per_btok"] / o["cpu_s_per_btok"] if o["cpu_s_per_btok"] else float("nan")
+            key = "no-op" if o["step_ms"] == 0 else f"{o['step_ms']:.0f} ms step"
+            summary[f"blend cost ({key}): one/blend tokens/s, blend/one CPU"] = [cost, cpu]
+            print(f"blend of {len(blend_rels)} vs one release ({key}): tokens/s cost {cost:.2f}x, "
+                  f"CPU per token {cpu:.2f}x (target <= 1.1x)")
         if a.device == "cuda":
             l = grist.Loader(rel, m, m, device="cuda")
             ceiling = h2d_ceiling(l.batch_bytes)

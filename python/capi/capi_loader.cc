@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,66 @@ GRIST_CAPI int grist_loader_open(const char* path, const char* split, int64_t mi
   return 0;
 }
 
+// grist_loader_open for a blend: `n` releases `paths[k]` with `weights[k]` (n == 1 is one release)
+// and `elastic` (0: a state with another global batch is refused). With fields == nullptr a blend
+// also produces release_index.
+GRIST_CAPI int grist_loader_open_blend(int n, const char* const* paths, const double* weights,
+                                       const char* split, int64_t micro_batch_size,
+                                       int64_t global_batch_size, int64_t dp_rank, int64_t dp_size,
+                                       int has_seed, uint64_t seed, int64_t epochs, int prefetch,
+                                       int num_workers, int device, int cuda_device, int int32_ids,
+                                       const char* fields, int verify_checksums, int elastic,
+                                       void** out) {
+  *out = nullptr;
+  if (n < 1) return SetError(absl::InvalidArgumentError("a blend needs at least one release"));
+  LoaderOptions o;
+  for (int k = 0; k < n; ++k) {
+    o.blend.push_back(grist::loader::BlendEntry{weights[k], paths[k] ? paths[k] : ""});
+  }
+  o.path = o.blend[0].path;
+  o.split = split ? split : "train";
+  o.micro_batch_size = micro_batch_size;
+  o.global_batch_size = global_batch_size;
+  o.dp_rank = dp_rank;
+  o.dp_size = dp_size;
+  o.has_seed = has_seed != 0;
+  o.seed = seed;
+  o.epochs = epochs;
+  o.prefetch = prefetch;
+  o.num_workers = num_workers;
+  o.device = device == 1 ? grist::loader::Device::kCuda : grist::loader::Device::kCpu;
+  o.cuda_device = cuda_device;
+  o.int32_ids = int32_ids != 0;
+  o.verify_checksums = verify_checksums != 0;
+  o.elastic = elastic != 0;
+  if (fields && *fields) {
+    auto f = grist::loader::ParseFields(fields);
+    if (!f.ok()) return SetError(f.status());
+    o.fields = *f;
+  } else if (n >= 2) {
+    o.fields = grist::loader::kAllFields | grist::loader::kReleaseIndex;
+  }
+  auto l = Loader::Open(o);
+  if (!l.ok()) return SetError(l.status());
+  auto* h = new LoaderHandle();
+  h->loader = std::move(*l);
+  *out = h;
+  return 0;
+}
+
+// New blend weights from the current step boundary on (n = the number of releases).
+GRIST_CAPI int grist_loader_set_weights(void* h, const double* weights, int n) {
+  std::vector<double> w(weights, weights + (n > 0 ? n : 0));
+  return SetError(static_cast<LoaderHandle*>(h)->loader->SetWeights(w));
+}
+
+// Draws of release k per step (n_k of the blend; G for one release), into out[0..n-1].
+GRIST_CAPI int grist_loader_blend_draws(void* h, int64_t* out, int n) {
+  const auto& d = static_cast<LoaderHandle*>(h)->loader->schedule().draws_per_step();
+  for (int k = 0; k < n && static_cast<size_t>(k) < d.size(); ++k) out[k] = static_cast<int64_t>(d[k]);
+  return static_cast<int>(d.size());
+}
+
 GRIST_CAPI void grist_loader_close(void* h) { delete static_cast<LoaderHandle*>(h); }
 
 // 0 with *batch set; -OUT_OF_RANGE (-11) at the end of the data; another error code otherwise.
@@ -149,7 +210,7 @@ GRIST_CAPI int grist_loader_info(void* h, int64_t* out, int n) {
 // The release id (what=0) or why a CUDA request runs on the CPU (what=1); valid until the next call.
 GRIST_CAPI const char* grist_loader_text(void* h, int what) {
   auto* lh = static_cast<LoaderHandle*>(h);
-  lh->text = what == 0 ? lh->loader->source().release_id() : lh->loader->device_note();
+  lh->text = what == 0 ? lh->loader->release_id() : lh->loader->device_note();
   return lh->text.c_str();
 }
 

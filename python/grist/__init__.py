@@ -12,7 +12,7 @@ from grist._native import GristError, version
 
 __version__ = version()
 
-__all__ = ["GristError", "Loader", "ckpt", "version", "__version__"]
+__all__ = ["GristError", "Loader", "ckpt", "data", "version", "__version__"]
 
 
 def __getattr__(name):
@@ -20,7 +20,7 @@ def __getattr__(name):
     if name == "Loader":
         from grist.loader import Loader
         return Loader
-    if name == "ckpt":
+    if name in ("ckpt", "data"):
         import importlib
-        return importlib.import_module("grist.ckpt")
+        return importlib.import_module("grist." + name)
     raise AttributeError(f"module 'grist' has no attribute {name!r}")

@@ -19,10 +19,20 @@ The order is decided by the seed alone (default: the release's seed): one global
 epoch after epoch each a fresh permutation; step t is stream positions [t*G, (t+1)*G) and data-parallel
 rank r takes its contiguous slice of G/dp_size samples as G/(dp_size*micro_batch_size) micro
 batches. See docs/loader.md.
+
+A blend draws every global batch from several releases by weight, each in its own order:
+
+    loader = grist.Loader([(0.7, "web/v1.0"), (0.3, "code/v1.0")], micro_batch_size=8,
+                          global_batch_size=64)
+
+Data-parallel coordinates, in this order: dp_rank/dp_size; dp_group (a ProcessGroup) or
+device_mesh + dp_dim; the default process group; RANK/WORLD_SIZE (torchrun) or
+SLURM_PROCID/SLURM_NTASKS (srun). A multi-process environment with none of these is an error.
 """
 
 import ctypes
 import json
+import os
 import warnings
 
 from grist._native import GristError, check, lib
@@ -35,6 +45,15 @@ lib.grist_loader_open.argtypes = [
     _c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int,
     _c.c_uint64, _c.c_int64, _c.c_int, _c.c_int, _c.c_int, _c.c_int, _c.c_int, _c.c_char_p,
     _c.c_int, _c.POINTER(_c.c_void_p)]
+lib.grist_loader_open_blend.restype = _c.c_int
+lib.grist_loader_open_blend.argtypes = [
+    _c.c_int, _c.POINTER(_c.c_char_p), _c.POINTER(_c.c_double), _c.c_char_p, _c.c_int64,
+    _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int, _c.c_uint64, _c.c_int64, _c.c_int, _c.c_int,
+    _c.c_int, _c.c_int, _c.c_int, _c.c_char_p, _c.c_int, _c.c_int, _c.POINTER(_c.c_void_p)]
+lib.grist_loader_set_weights.restype = _c.c_int
+lib.grist_loader_set_weights.argtypes = [_c.c_void_p, _c.POINTER(_c.c_double), _c.c_int]
+lib.grist_loader_blend_draws.restype = _c.c_int
+lib.grist_loader_blend_draws.argtypes = [_c.c_void_p, _c.POINTER(_c.c_int64), _c.c_int]
 lib.grist_loader_close.restype = None
 lib.grist_loader_close.argtypes = [_c.c_void_p]
 lib.grist_loader_next.restype = _c.c_int
@@ -74,7 +93,8 @@ _next = lib.grist_loader_next
 _dlpack_all = lib.grist_batch_dlpack_all
 _batch_free = lib.grist_batch_free
 
-_ALL_FIELDS = ("input_ids", "labels", "position_ids", "cu_seqlens", "loss_mask", "sample_index")
+_ALL_FIELDS = ("input_ids", "labels", "position_ids", "cu_seqlens", "loss_mask", "sample_index",
+               "release_index")
 
 
 def write_synthetic_release(path, samples=1024, seq_len=128, validation_samples=0,
@@ -94,31 +114,145 @@ def _resolve_device(device):
     return dev
 
 
-def _resolve_ranks(dp_rank, dp_size):
-    if dp_rank is not None and dp_size is not None:
-        return int(dp_rank), int(dp_size)
-    rank, size = 0, 1
+def _env_int(name):
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return None
     try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"grist.Loader: environment variable {name}={v!r} is not an integer")
+
+
+# Launchers whose variables say "several processes" without a rank grist may use.
+_MULTI_PROCESS_HINTS = (("WORLD_SIZE", "torchrun"), ("LOCAL_WORLD_SIZE", "torchrun"),
+                        ("SLURM_NTASKS", "srun"), ("OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"),
+                        ("PMI_SIZE", "an MPI launcher"), ("PMIX_SIZE", "a PMIx launcher"))
+
+
+def _mesh_dim(device_mesh, dp_dim):
+    names = getattr(device_mesh, "mesh_dim_names", None)
+    if dp_dim is None:
+        if device_mesh.ndim == 1:
+            return 0
+        for cand in ("dp", "data", "data_parallel", "dp_replicate", "dp_shard"):
+            if names and cand in names:
+                return names.index(cand)
+        raise ValueError(
+            f"grist.Loader: device_mesh has {device_mesh.ndim} dimensions {names}; pass dp_dim= "
+            "(the name or index of the data-parallel dimension)")
+    if isinstance(dp_dim, str):
+        if not names or dp_dim not in names:
+            raise ValueError(f"grist.Loader: device_mesh has no dimension {dp_dim!r} "
+                             f"(its dimensions: {names})")
+        return names.index(dp_dim)
+    dim = int(dp_dim)
+    if not 0 <= dim < device_mesh.ndim:
+        raise ValueError(f"grist.Loader: dp_dim {dim} is out of range for a "
+                         f"{device_mesh.ndim}-dimensional device_mesh")
+    return dim
+
+
+def resolve_dp(dp_rank=None, dp_size=None, dp_group=None, device_mesh=None, dp_dim=None):
+    """This process's (dp_rank, dp_size, source): explicit values first; then dp_group or
+    device_mesh + dp_dim; then torch.distributed's default group; then RANK/WORLD_SIZE
+    (torchrun) or SLURM_PROCID/SLURM_NTASKS (srun). Raises ValueError when the environment says
+    there are several processes but none of these gives this one's rank."""
+    if dp_group is not None and device_mesh is not None:
+        raise ValueError("grist.Loader: pass dp_group or device_mesh, not both")
+    source = None
+    rank = size = None
+    if dp_rank is not None and dp_size is not None:
+        return int(dp_rank), int(dp_size), "explicit"
+    if dp_group is not None or device_mesh is not None:
         import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            rank, size = dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
-    return (int(dp_rank) if dp_rank is not None else rank,
-            int(dp_size) if dp_size is not None else size)
+        if device_mesh is not None:
+            dim = _mesh_dim(device_mesh, dp_dim)
+            rank, size = device_mesh.get_local_rank(dim), device_mesh.size(dim)
+            source = "device_mesh"
+        else:
+            rank, size = dist.get_rank(dp_group), dist.get_world_size(dp_group)
+            if rank < 0:
+                raise ValueError("grist.Loader: this process is not a member of dp_group")
+            source = "dp_group"
+    else:
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                rank, size, source = dist.get_rank(), dist.get_world_size(), "default process group"
+        except ImportError:
+            pass
+    if source is None:
+        for rank_var, size_var, who in (("RANK", "WORLD_SIZE", "torchrun"),
+                                        ("SLURM_PROCID", "SLURM_NTASKS", "srun")):
+            r, n = _env_int(rank_var), _env_int(size_var)
+            if r is not None and n is not None:
+                if not 0 <= r < n:
+                    raise ValueError(f"grist.Loader: {rank_var}={r} is out of range for "
+                                     f"{size_var}={n} ({who})")
+                rank, size, source = r, n, f"{rank_var}/{size_var}"
+                break
+    if source is None:
+        for var, who in _MULTI_PROCESS_HINTS:
+            n = _env_int(var)
+            if n is not None and n > 1 and (dp_rank is None or dp_size is None):
+                raise ValueError(
+                    f"grist.Loader: {var}={n} says this is one of {n} processes ({who}), but "
+                    "nothing gives this process's data-parallel rank: pass dp_rank= and dp_size=, "
+                    "a dp_group= or device_mesh=, call torch.distributed.init_process_group() "
+                    "first, or launch with torchrun (RANK/WORLD_SIZE) or srun "
+                    "(SLURM_PROCID/SLURM_NTASKS). Refusing to take rank 0, which would give every "
+                    "process the same batches.")
+        rank, size, source = 0, 1, "single process"
+    return (int(dp_rank) if dp_rank is not None else int(rank),
+            int(dp_size) if dp_size is not None else int(size), source)
+
+
+def _resolve_ranks(dp_rank, dp_size):
+    rank, size, _ = resolve_dp(dp_rank, dp_size)
+    return rank, size
+
+
+def _parse_blend(path):
+    """[(weight, path), ...] from a path, a list of (weight, path) pairs or a {path: weight}
+    dict. One entry is one release."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return [(1.0, os.fsdecode(path))]
+    items = list(path.items()) if isinstance(path, dict) else list(path)
+    if isinstance(path, dict):
+        items = [(w, p) for p, w in items]
+    if not items:
+        raise ValueError("grist.Loader: an empty blend")
+    out = []
+    for item in items:
+        try:
+            w, p = item
+        except (TypeError, ValueError):
+            raise ValueError(f"grist.Loader: a blend entry must be (weight, path), got {item!r}")
+        if isinstance(w, (str, os.PathLike)) and not isinstance(p, (str, os.PathLike)):
+            w, p = p, w
+        out.append((float(w), os.fsdecode(p)))
+    return out
 
 
 class Loader:
     """An iterable of dicts of torch tensors over one split of a grist release.
 
     Args:
-      path: the release folder (holding manifest.json).
+      path: the release folder (holding manifest.json), or a blend: a list of (weight, folder)
+        pairs (or a {folder: weight} dict) of releases with the same seq_len and tokenizer.
       micro_batch_size: samples per yielded batch.
       global_batch_size: samples per optimizer step over all data-parallel ranks; must be a
         multiple of micro_batch_size * dp_size (the rest is gradient accumulation).
-      dp_rank, dp_size: this rank's data-parallel coordinates; default: torch.distributed's rank
-        and world size when it is initialized, else 0 and 1. Tensor/pipeline-parallel peers of
-        one data-parallel group pass the same dp_rank.
+      dp_rank, dp_size: this rank's data-parallel coordinates. Default, in this order: dp_group's
+        rank and size; device_mesh's coordinate and size along dp_dim; torch.distributed's default
+        group; RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS (srun); else 0 and 1, unless
+        the environment says there are several processes (then ValueError). Tensor/pipeline-
+        parallel peers of one data-parallel rank must resolve to the same dp_rank: pass dp_group
+        or device_mesh under TP/PP (the default group's rank is the global rank).
+      dp_group: the data-parallel ProcessGroup.
+      device_mesh, dp_dim: a DeviceMesh and the name or index of its data-parallel dimension
+        (default: its only dimension, or the one named "dp"/"data"/"dp_replicate"/"dp_shard").
       seed: the order's seed (default: the release's seed).
       device: "cpu", "cuda" or "cuda:N"; without a usable GPU, CUDA falls back to CPU tensors
         (same order, same values) with a warning.
@@ -129,18 +263,26 @@ class Loader:
       int32: int32 instead of int64 ids and positions.
       fields: names of the tensors to produce (default: all).
       verify_checksums: hash every shard against the manifest when opening.
+      elastic: a state saved (at a step boundary) with another global_batch_size continues the
+        global order (True) or is refused naming global_batch_size (False).
+
+    State follows torch.distributed.checkpoint's Stateful protocol (state_dict/load_state_dict),
+    so dcp.save({"loader": loader}, ...) and dcp.load carry it; as_dataset() gives an
+    IterableDataset view for torch.utils.data.DataLoader, Lightning and the HF Trainer.
     """
 
     def __init__(self, path, micro_batch_size, global_batch_size, dp_rank=None, dp_size=None,
                  seed=None, device="cpu", prefetch=4, epochs=1, num_workers=0, split="train",
-                 int32=False, fields=None, verify_checksums=False):
+                 int32=False, fields=None, verify_checksums=False, *, dp_group=None,
+                 device_mesh=None, dp_dim=None, elastic=True):
         import torch
         self._torch = torch
         from torch.utils import dlpack as _dlpack
         self._from_dlpack = _dlpack.from_dlpack
         self._handle = None
         dev = _resolve_device(device)
-        rank, size = _resolve_ranks(dp_rank, dp_size)
+        rank, size, self.rank_source = resolve_dp(dp_rank, dp_size, dp_group, device_mesh, dp_dim)
+        blend = _parse_blend(path)
         want_cuda = dev.type == "cuda"
         cuda_index = 0
         if want_cuda:
@@ -156,19 +298,24 @@ class Loader:
             if unknown:
                 raise ValueError(f"grist.Loader: unknown fields {unknown}; known: {_ALL_FIELDS}")
         handle = ctypes.c_void_p()
-        check(lib.grist_loader_open(
-            str(path).encode(), split.encode(), int(micro_batch_size), int(global_batch_size),
+        n = len(blend)
+        paths = (ctypes.c_char_p * n)(*[p.encode() for _, p in blend])
+        weights = (ctypes.c_double * n)(*[w for w, _ in blend])
+        check(lib.grist_loader_open_blend(
+            n, paths, weights, split.encode(), int(micro_batch_size), int(global_batch_size),
             rank, size, 0 if seed is None else 1, 0 if seed is None else int(seed), int(epochs),
             int(prefetch), int(num_workers), 1 if want_cuda else 0, cuda_index, 1 if int32 else 0,
             ",".join(fields).encode() if fields else None, 1 if verify_checksums else 0,
-            ctypes.byref(handle)))
+            1 if elastic else 0, ctypes.byref(handle)))
         self._handle = handle
         info = self._info()
         self._on_cuda = bool(info[2])
         if want_cuda and not self._on_cuda:
             warnings.warn("grist.Loader: " + lib.grist_loader_text(handle, 1).decode())
         self.device = torch.device("cuda", cuda_index) if self._on_cuda else torch.device("cpu")
-        self.path = str(path)
+        self.path = blend[0][1] if n == 1 else [p for _, p in blend]
+        self.blend = blend if n > 1 else None
+        self.elastic = bool(elastic)
         self.split = split
         self.micro_batch_size = int(micro_batch_size)
         self.global_batch_size = int(global_batch_size)
@@ -185,6 +332,73 @@ class Loader:
         self._ptrs = None
         self._batch_slot = ctypes.c_void_p()
         self._batch_ref = ctypes.byref(self._batch_slot)
+
+    _CONFIG_KEYS = ("micro_batch_size", "global_batch_size", "dp_rank", "dp_size", "seed",
+                    "device", "prefetch", "epochs", "num_workers", "split", "int32", "fields",
+                    "verify_checksums", "dp_dim", "elastic")
+
+    @classmethod
+    def from_config(cls, config, section="loader", **overrides):
+        """A Loader from the `section` table of a TOML file (or of a dict already parsed):
+
+            [loader]
+            micro_batch_size = 8
+            global_batch_size = 256
+            release = "web/v1.0"                # one release, or a blend:
+            blend = [{weight = 0.7, path = "web/v1.0"}, {weight = 0.3, path = "code/v1.0"}]
+            # any other keyword of grist.Loader: seed, epochs, split, device, fields, ...
+
+        Relative paths are taken from the config file's folder. `overrides` (e.g. dp_group=,
+        device_mesh=, or any key above) replace the file's values. ValueError names an unknown
+        key or a malformed blend entry."""
+        base = ""
+        if isinstance(config, dict):
+            doc = config
+        else:
+            try:
+                import tomllib
+            except ImportError:  # Python < 3.11
+                import tomli as tomllib
+            with open(config, "rb") as f:
+                doc = tomllib.load(f)
+            base = os.path.dirname(os.path.abspath(os.fspath(config)))
+        table = doc.get(section) if section else doc
+        if not isinstance(table, dict):
+            raise ValueError(f"grist.Loader.from_config: no [{section}] table")
+        table = dict(table)
+
+        def where(p):
+            p = os.fspath(p)
+            return p if os.path.isabs(p) or not base else os.path.join(base, p)
+        if "blend" in table and "release" in table:
+            raise ValueError("grist.Loader.from_config: give release or blend, not both")
+        if "blend" in table:
+            entries = table.pop("blend")
+            if not isinstance(entries, list) or not entries:
+                raise ValueError("grist.Loader.from_config: blend must be a non-empty array of "
+                                 "{weight, path} tables")
+            path = []
+            for i, e in enumerate(entries):
+                if not isinstance(e, dict) or set(e) != {"weight", "path"}:
+                    raise ValueError(f"grist.Loader.from_config: blend[{i}] must have exactly "
+                                     f"the keys weight and path, got {e!r}")
+                path.append((float(e["weight"]), where(e["path"])))
+        elif "release" in table:
+            path = where(table.pop("release"))
+        else:
+            path = None
+        unknown = sorted(k for k in table if k not in cls._CONFIG_KEYS)
+        if unknown:
+            raise ValueError(f"grist.Loader.from_config: unknown keys {unknown} in [{section}] "
+                             f"(known: release, blend, {', '.join(cls._CONFIG_KEYS)})")
+        table.update(overrides)
+        path = table.pop("path", path)
+        if path is None:
+            raise ValueError(f"grist.Loader.from_config: [{section}] has neither release nor blend")
+        for key in ("micro_batch_size", "global_batch_size"):
+            if key not in table:
+                raise ValueError(f"grist.Loader.from_config: [{section}] needs {key}")
+        return cls(path, **table)
 
     def _h(self):
         if self._handle is None:
@@ -211,7 +425,10 @@ class Loader:
         # Continues from the current position (e.g. a loaded state); once exhausted, a new
         # iteration starts the run over from the beginning.
         if self._info()[1] == 0:
-            self.load_state_dict(dict(self.state_dict(), consumed_samples=0, micro_index=0))
+            st = dict(self.state_dict(), consumed_samples=0, micro_index=0)
+            if "blend" in st:
+                st["blend"] = [dict(c, consumed=0) for c in st["blend"]]
+            self.load_state_dict(st)
         return self
 
     def __next__(self):
@@ -248,14 +465,46 @@ class Loader:
         finally:
             _batch_free(b)
 
+    @property
+    def weights(self):
+        """A blend's current weights (None for one release)."""
+        return None if self.blend is None else [w for w, _ in self.blend]
+
+    def draws_per_step(self):
+        """Samples each release contributes to every global batch (a list; [G] for one release)."""
+        arr = (ctypes.c_int64 * 64)()
+        n = lib.grist_loader_blend_draws(self._h(), arr, 64)
+        return [int(arr[i]) for i in range(min(n, 64))]
+
+    def set_weights(self, weights):
+        """New blend weights from here on; the loader must stand at a step boundary (between
+        optimizer steps). No release repeats or skips a sample."""
+        if self.blend is None:
+            raise ValueError("grist.Loader.set_weights: this loader reads one release, not a blend")
+        weights = [float(w) for w in weights]
+        if len(weights) != len(self.blend):
+            raise ValueError(f"grist.Loader.set_weights: {len(weights)} weights for a blend of "
+                             f"{len(self.blend)} releases")
+        arr = (ctypes.c_double * len(weights))(*weights)
+        check(lib.grist_loader_set_weights(self._h(), arr, len(weights)))
+        self.blend = [(w, p) for w, (_, p) in zip(weights, self.blend)]
+
+    def as_dataset(self):
+        """An IterableDataset over this loader (grist.data.Dataset): same order, same state."""
+        from grist.data import Dataset
+        return Dataset(self)
+
     def state_dict(self):
-        """The position of the next batch, as a small dict of str/int (torch.save-able)."""
+        """The position of the next batch, as a small dict of str/int (torch.save-able; a blend's
+        also lists each release's draws, weight and epoch under "blend")."""
         return json.loads(lib.grist_loader_state(self._h()).decode())
 
     def load_state_dict(self, state):
         """Continues from `state` (from state_dict()). A state saved at a step boundary may be
-        loaded with another dp_size or micro batch size; one saved mid-step needs the same
-        global/micro batch sizes and dp_size. Raises GristError for another release or seed."""
+        loaded with another dp_size or micro batch size (and, if elastic, global batch size); one
+        saved mid-step needs the same global/micro batch sizes and dp_size. A blend's state may
+        hold other weights (at a step boundary): this loader's weights apply from there on.
+        Raises GristError naming the field for another release, split or seed."""
         if not isinstance(state, dict):
             raise TypeError(f"grist.Loader.load_state_dict: expected a dict, got {type(state)}")
         check(lib.grist_loader_load_state(self._h(), json.dumps(state).encode()))
@@ -280,10 +529,11 @@ class Loader:
         return False
 
     def __repr__(self):
-        return (f"grist.Loader({self.path!r}, split={self.split!r}, "
+        src = self.path if self.blend is None else self.blend
+        return (f"grist.Loader({src!r}, split={self.split!r}, "
                 f"micro_batch_size={self.micro_batch_size}, "
                 f"global_batch_size={self.global_batch_size}, dp_rank={self.dp_rank}, "
                 f"dp_size={self.dp_size}, seed={self.seed}, device={str(self.device)!r})")
 
 
-__all__ = ["Loader", "GristError", "write_synthetic_release"]
+__all__ = ["Loader", "GristError", "resolve_dp", "write_synthetic_release"]

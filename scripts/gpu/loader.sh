@@ -11,7 +11,13 @@
 #   4. bench/python/bench_loader.py --device cuda at ~2, ~9 and ~18 MB batches: delivered GB/s
 #      beside the pinned host-to-device ceiling measured in the same run (torch pinned tensor
 #      .to('cuda', non_blocking=True)) and the DataLoader baseline; start-up versus dataset size;
-#      and `grist bench loader --device cuda` when the grist binary was carried.
+#      and `grist bench loader --device cuda` when the grist binary was carried; each run also has
+#      CPU-seconds per billion tokens, and the ~9 MB run torchdata's StatefulDataLoader (when
+#      installed) and a blend of 3 releases against one (target: <= 1.1x the cost; look for
+#      "blend of 3 vs one release");
+#   5. scripts/gpu/loader_train_step.py: a GPT-2-small-sized bf16 training step (micro batch
+#      4 x 4096) fed by grist.Loader vs a tensor already on the GPU (target: overhead <= 0.5 %) and
+#      vs the DataLoader; look for "grist: +X % over a tensor already on the GPU".
 # Environment: PYTHON (default python3), GRIST_GPU_OUT (default gpu-out) for the results.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +42,7 @@ fi
 
 echo "== 2. Python loader tests (torch CUDA)"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-"$PY" -m unittest discover -v -s tests/python -p test_loader.py 2>&1 | tee "$OUT/test_loader_py.txt"
+"$PY" -m unittest discover -v -s tests/python -p 'test_loader*.py' 2>&1 | tee "$OUT/test_loader_py.txt"
 
 echo "== 3. Resume example on cuda"
 "$PY" examples/loader_resume.py --device cuda 2>&1 | tee "$OUT/loader_resume.txt"
@@ -44,9 +50,13 @@ echo "== 3. Resume example on cuda"
 echo "== 4. Benchmarks: delivered GB/s vs pinned H2D ceiling, DataLoader baseline, start-up"
 # seq_len 4096, all fields = 28 bytes per token (+ cu_seqlens): micro batch 16 ~ 1.9 MB,
 # 80 ~ 9.2 MB, 160 ~ 18.4 MB.
+# The ~9 MB run also has torchdata's StatefulDataLoader and the blend of 3 releases (device time
+# is scarce: the other two sizes run the DataLoader peer only).
 for mb in 16 80 160; do
+  extra=(--peers dataloader --blend 0)
+  [[ $mb == 80 ]] && extra=(--peers dataloader,stateful --blend 3)
   "$PY" bench/python/bench_loader.py --device cuda --seq-len 4096 --samples 8192 \
-    --micro-batch "$mb" --workers 0,4,8 --grist-workers 12 --prefetch 8 --seconds 2 \
+    --micro-batch "$mb" --workers 0,4,8 --grist-workers 12 --prefetch 8 --seconds 2 "${extra[@]}" \
     --json "$OUT/bench_loader_cuda_mb$mb.json" 2>&1 | tee "$OUT/bench_loader_cuda_mb$mb.txt"
 done
 "$PY" bench/python/bench_loader.py --device cuda --seq-len 4096 --samples 2048 --micro-batch 8 \
@@ -56,4 +66,6 @@ if [[ -x "$BUILD/grist" ]]; then
   "$BUILD/grist" bench loader --device cuda --workers 12 --baseline-workers 0,4,8 \
     --output "$OUT" 2>&1 | tee "$OUT/grist_bench_loader_cuda.txt"
 fi
+echo "== 5. Training-step overhead: GPT-2-small bf16, micro batch 4 x 4096"
+"$PY" scripts/gpu/loader_train_step.py --json "$OUT/loader_train_step.json" 2>&1 | tee "$OUT/loader_train_step.txt"
 echo "loader.sh: done; results in $OUT/"

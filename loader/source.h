@@ -13,14 +13,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shard/shard_format.h"
 
 namespace grist::loader {
 
-enum class TokenDtype { kUint16, kInt32 };
-
-// Segment encoding of the `.seg` sidecar: bit 31 marks padding, bits 0..30 are the length.
-inline constexpr uint32_t kSegmentPaddingBit = 0x80000000u;
-inline constexpr uint32_t kSegmentLengthMask = 0x7fffffffu;
+// The token dtype and the `.seg` segment encoding are the release format's (shard/shard_format.h).
+using shard::TokenDtype;
+// Segment words: bit 31 marks padding, bits 0..30 are the length.
+inline constexpr uint32_t kSegmentPaddingBit = shard::kSegPadBit;
+inline constexpr uint32_t kSegmentLengthMask = shard::kSegLengthMask;
 
 struct SampleView {
   const void* tokens = nullptr;        // sample_tokens values of token_dtype()

@@ -21,6 +21,7 @@
 #include "dedup/dedup.h"
 #include "pack/pack.h"
 #include "release/release.h"
+#include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/split_writer.h"
@@ -210,6 +211,30 @@ std::string Now() {
   return buf;
 }
 
+// Appends a document to its split's Megatron document file (docs/formats/release.md,
+// "documents/"): the document's tokens as packed, then EOS as Megatron's EOD unless the document
+// already ends with it. Documents without tokens are not written. Opens the file at the first one.
+absl::Status AddMegatronDocument(Env* env, const std::string& release_dir, const std::string& split,
+                                 shard::TokenDtype dtype, int32_t eos_id,
+                                 std::vector<int32_t>* doc,
+                                 std::unique_ptr<shard::IndexedDatasetWriter>* writer,
+                                 uint64_t* eod_appended) {
+  if (doc->empty()) return absl::OkStatus();
+  if (!*writer) {
+    const std::string dir = JoinPath(release_dir, std::string(shard::kDocumentsDir));
+    RETURN_IF_ERROR(env->CreateDirs(dir));
+    ASSIGN_OR_RETURN(*writer, shard::IndexedDatasetWriter::Open(env, JoinPath(dir, split), dtype));
+  }
+  const bool append = eos_id >= 0 && doc->back() != eos_id;
+  if (append) {
+    doc->push_back(eos_id);
+    ++*eod_appended;
+  }
+  absl::Status st = (*writer)->Add(*doc);
+  if (append) doc->pop_back();
+  return st;
+}
+
 // The pack+shard stage: packs the tokenized parts in `tokens_dir` into the release folder and
 // publishes it (reports/, then manifest.json last).
 absl::StatusOr<BuildReport> PackAndPublish(
@@ -242,6 +267,9 @@ absl::StatusOr<BuildReport> PackAndPublish(
     std::unique_ptr<shard::SplitWriter> writer;
     std::unique_ptr<pack::Packer> packer;
     uint64_t documents = 0;
+    // The split's Megatron document file (documents/<split>), opened at its first document.
+    std::unique_ptr<shard::IndexedDatasetWriter> docs;
+    uint64_t eod_appended = 0;
   };
   SplitState splits[2];
   for (int i = 0; i < 2; ++i) {
@@ -268,6 +296,8 @@ absl::StatusOr<BuildReport> PackAndPublish(
         SplitState& s = splits[u < bc.validation_fraction ? 1 : 0];
         ++s.documents;
         RETURN_IF_ERROR(s.packer->Add(doc));
+        RETURN_IF_ERROR(AddMegatronDocument(env, opts.output_dir, s.name, dtype, tok->eos_id(),
+                                            &doc, &s.docs, &s.eod_appended));
         prog.Add(doc.size());
       }
     }
@@ -291,6 +321,13 @@ absl::StatusOr<BuildReport> PackAndPublish(
     RETURN_IF_ERROR(s.packer->Finish());
     ASSIGN_OR_RETURN(shard::SplitInfo info, s.writer->Finish());
     info.documents = s.documents;
+    if (s.docs) {
+      ASSIGN_OR_RETURN(shard::DatasetInfo d, s.docs->Finish());
+      const std::string name = absl::StrCat(std::string(shard::kDocumentsDir), "/", s.name);
+      info.documents_file = shard::DocumentsFileInfo{
+          name, d.sequences, d.tokens, s.eod_appended, {name + ".bin", d.bin_bytes, d.bin_xxh3_128},
+          {name + ".idx", d.idx_bytes, d.idx_xxh3_128}};
+    }
     m.splits[s.name] = std::move(info);
     all.Merge(s.packer->stats());
     pj.Key(s.name).Raw(s.packer->stats().ToJson());

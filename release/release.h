@@ -95,6 +95,11 @@ struct VerifyReport {
 // manifest).
 absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir);
 
+// The Megatron-LM arguments that train on the release's document files (`grist inspect
+// --megatron`): --data-path/--split for the train split, the per-split paths, --seq-length and the
+// tokenizer, with absolute paths. FailedPrecondition when the train split has no document file.
+absl::StatusOr<std::string> MegatronArguments(Env* env, const std::string& dir);
+
 struct InspectOptions {
   int64_t sample = -1;            // decode this sample (split-global index) when >= 0
   std::string split = "train";

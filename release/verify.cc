@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,7 @@
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "release/release.h"
+#include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "tokenize/tokenizer.h"
@@ -79,7 +81,109 @@ absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir) {
       }
     }
   }
+  // Megatron document files: structure and size (the reader), checksums, counts as recorded, ids
+  // in the vocabulary, every sequence ending in EOD.
+  for (std::string_view split : {shard::kTrainSplit, shard::kValidationSplit}) {
+    const shard::SplitInfo* s = m.split(split);
+    if (s == nullptr) continue;
+    if (!s->documents_file) {
+      if (s->tokens > s->padding_tokens) {
+        rep.problems.push_back(absl::StrCat(dir, ": split '", std::string(split),
+                                            "' has documents but no Megatron document file "
+                                            "(documents_file)"));
+      }
+      continue;
+    }
+    const shard::DocumentsFileInfo& d = *s->documents_file;
+    const std::string prefix = JoinPath(dir, d.name);
+    bool sums_ok = true;
+    for (const shard::FileInfo* f : {&d.bin, &d.idx}) {
+      auto h = HashFile128(env, JoinPath(dir, f->path));
+      if (!h.ok()) {
+        rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": ",
+                                            std::string(h.status().message())));
+        sums_ok = false;
+        continue;
+      }
+      ++rep.files_checked;
+      rep.bytes_checked += f->bytes;
+      if (*h != f->xxh3_128) {
+        rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": XXH3-128 ", h->ToHex(),
+                                            " does not match the manifest's ",
+                                            f->xxh3_128.ToHex()));
+        sums_ok = false;
+      }
+    }
+    if (!sums_ok) continue;
+    auto r = shard::IndexedDatasetReader::Open(env, prefix);
+    if (!r.ok()) {
+      rep.problems.push_back(std::string(r.status().message()));
+      continue;
+    }
+    const shard::IndexedDatasetReader& dr = **r;
+    if (dr.dtype() != m.token_dtype || dr.sequences() != d.sequences || dr.tokens() != d.tokens) {
+      rep.problems.push_back(absl::StrCat(
+          prefix, ".idx: ", dr.sequences(), " sequences of ", dr.tokens(), " ",
+          std::string(shard::TokenDtypeName(dr.dtype())), " tokens, manifest says ", d.sequences,
+          " of ", d.tokens, " ", std::string(shard::TokenDtypeName(m.token_dtype))));
+      continue;
+    }
+    uint64_t bad = 0, no_eod = 0;
+    std::vector<int32_t> seq;
+    for (uint64_t k = 0; k < dr.sequences(); ++k) {
+      seq.clear();
+      dr.Read(k, &seq);
+      for (int32_t t : seq) {
+        if (t < 0 || static_cast<uint64_t>(t) >= m.tokenizer.vocab_size) ++bad;
+      }
+      if (seq.empty() || (m.tokenizer.eos_id >= 0 && seq.back() != m.tokenizer.eos_id)) ++no_eod;
+    }
+    if (bad > 0) {
+      rep.problems.push_back(absl::StrCat(prefix, ".bin: ", bad, " token ids outside the vocabulary"));
+    }
+    if (no_eod > 0) {
+      rep.problems.push_back(absl::StrCat(prefix, ".bin: ", no_eod,
+                                          " sequences do not end with EOD (eos_id ",
+                                          m.tokenizer.eos_id, ")"));
+    }
+  }
   return rep;
+}
+
+absl::StatusOr<std::string> MegatronArguments(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(auto rel, shard::Release::Open(env, dir));
+  const shard::Manifest& m = rel->manifest();
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  if (ec) abs = dir;
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  auto path_of = [&](std::string_view split) -> std::string {
+    const shard::SplitInfo* s = m.split(split);
+    return s != nullptr && s->documents_file ? JoinPath(abs, s->documents_file->name) : "";
+  };
+  const std::string train = path_of(shard::kTrainSplit), valid = path_of(shard::kValidationSplit);
+  if (train.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": no Megatron document file for split 'train' (an empty split, or a "
+                          "release built before grist wrote them)"));
+  }
+  std::string out;
+  absl::StrAppendFormat(&out,
+                        "# Megatron-LM arguments for release %s %s (docs/formats/release.md,\n"
+                        "# \"What Megatron reads\"). One sequence per document, ending in EOD.\n",
+                        m.release_version, m.release_id);
+  absl::StrAppendFormat(&out, "--data-path %s --split 100,0,0\n", train);
+  if (!valid.empty()) {
+    absl::StrAppendFormat(&out,
+                          "# or grist's own validation split (instead of --data-path/--split):\n"
+                          "# --train-data-path %s --valid-data-path %s\n",
+                          train, valid);
+  }
+  absl::StrAppendFormat(&out,
+                        "--seq-length %d --tokenizer-type GPTSentencePieceTokenizer "
+                        "--tokenizer-model %s\n",
+                        m.seq_len, JoinPath(abs, m.tokenizer.file.path));
+  return out;
 }
 
 absl::StatusOr<std::string> InspectRelease(Env* env, const std::string& dir,

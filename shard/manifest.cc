@@ -154,6 +154,14 @@ std::string ComputeReleaseId(const Manifest& m) {
       }
     }
   }
+  for (std::string_view split : {kTrainSplit, kValidationSplit}) {
+    const SplitInfo* s = m.split(split);
+    if (s == nullptr || !s->documents_file) continue;
+    for (const FileInfo* f : {&s->documents_file->bin, &s->documents_file->idx}) {
+      uint64_t words[2] = {f->xxh3_128.high, f->xxh3_128.low};
+      h.Update(words, sizeof(words));
+    }
+  }
   return h.Digest().ToHex();
 }
 
@@ -203,6 +211,17 @@ std::string ManifestToJson(const Manifest& m) {
       w.EndObject();
     }
     w.EndArray();
+    if (s.documents_file) {
+      const DocumentsFileInfo& d = *s.documents_file;
+      w.Key("documents_file").BeginObject();
+      w.Field("name", d.name).Field("sequences", d.sequences).Field("tokens", d.tokens);
+      w.Field("eod_appended", d.eod_appended);
+      w.Key("bin");
+      WriteFile(&w, d.bin);
+      w.Key("idx");
+      WriteFile(&w, d.idx);
+      w.EndObject();
+    }
     w.EndObject();
   }
   w.EndObject();
@@ -340,6 +359,39 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json, const std::string&
     if (tokens != s.tokens) return p.Bad(base + ".tokens", "is not the sum of its shards");
     if (padding != s.padding_tokens) {
       return p.Bad(base + ".padding_tokens", "is not the sum of its shards");
+    }
+    simdjson::dom::element de;
+    if (so.at_key("documents_file").get(de) == simdjson::SUCCESS) {
+      const std::string db = base + ".documents_file";
+      simdjson::dom::object dob;
+      if (de.get_object().get(dob) != simdjson::SUCCESS) return p.Bad(db, "expected an object");
+      DocumentsFileInfo d;
+      ASSIGN_OR_RETURN(d.name, p.Str(dob, "name", db + ".name"));
+      if (absl::Status st = CheckRelativePath(d.name); !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": field '", db, ".name': ", std::string(st.message())));
+      }
+      ASSIGN_OR_RETURN(d.sequences, p.Uint(dob, "sequences", db + ".sequences"));
+      ASSIGN_OR_RETURN(d.tokens, p.Uint(dob, "tokens", db + ".tokens"));
+      ASSIGN_OR_RETURN(d.eod_appended, p.Uint(dob, "eod_appended", db + ".eod_appended"));
+      ASSIGN_OR_RETURN(d.bin, p.File(dob["bin"], db + ".bin", true));
+      ASSIGN_OR_RETURN(d.idx, p.File(dob["idx"], db + ".idx", true));
+      if (d.bin.path != d.name + ".bin" || d.idx.path != d.name + ".idx") {
+        return p.Bad(db, "file paths do not match the name");
+      }
+      if (d.sequences > s.documents) return p.Bad(db + ".sequences", "exceeds the split's documents");
+      if (d.eod_appended > d.sequences) return p.Bad(db + ".eod_appended", "exceeds sequences");
+      // The same document tokens as the shards hold (their non-padding positions), plus the EODs.
+      if (d.tokens != s.tokens - s.padding_tokens + d.eod_appended) {
+        return p.Bad(db + ".tokens", "is not the split's document tokens plus eod_appended");
+      }
+      if (d.bin.bytes != d.tokens * TokenDtypeSize(m.token_dtype)) {
+        return p.Bad(db + ".bin.bytes", "is not tokens * the token dtype's size");
+      }
+      if (d.idx.bytes != IdxSize(d.sequences, d.sequences + 1)) {
+        return p.Bad(db + ".idx.bytes", "is not the MMIDIDX size of its sequences");
+      }
+      s.documents_file = std::move(d);
     }
     m.splits.emplace(name, std::move(s));
   }

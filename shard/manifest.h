@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,12 +33,24 @@ struct TokenizerInfo {
   std::string model_type;  // "bpe", "unigram", ...
 };
 
+// A split's documents as one Megatron-native token file (documents/<split>.bin/.idx, MMIDIDX, one
+// sequence per document, each ending with the tokenizer's EOS as Megatron's EOD).
+struct DocumentsFileInfo {
+  std::string name;         // "documents/train" (the files are name + ".bin" / ".idx")
+  uint64_t sequences = 0;   // documents with at least one token
+  uint64_t tokens = 0;      // every token of the file
+  uint64_t eod_appended = 0;  // sequences whose EOD was appended (the document did not end in EOS)
+  FileInfo bin, idx;
+};
+
 struct SplitInfo {
   uint64_t samples = 0;
   uint64_t tokens = 0;          // samples * sample_tokens
   uint64_t padding_tokens = 0;
   uint64_t documents = 0;       // documents whose tokens are in this split
   std::vector<ShardInfo> shards;
+  // Absent for a split without document tokens, and in releases of grist before it was added.
+  std::optional<DocumentsFileInfo> documents_file;
 };
 
 struct Manifest {
@@ -65,7 +78,8 @@ struct Manifest {
 };
 
 // XXH3-128 over config_json and each shard file's digest (train then validation, shards in order,
-// .bin .idx .seg), as 32-char lowercase hex.
+// .bin .idx .seg), then each documents file's (train then validation, .bin .idx), as 32-char
+// lowercase hex.
 std::string ComputeReleaseId(const Manifest& m);
 
 // The manifest as pretty-printed JSON, fields in the documented order. Deterministic.

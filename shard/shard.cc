@@ -9,6 +9,7 @@
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
+#include "shard/indexed_dataset.h"
 #include "shard/internal/mapped_file.h"
 #include "shard/shard_format.h"
 
@@ -88,45 +89,24 @@ absl::Status ValidateSeg(std::string_view seg, const std::string& path, uint32_t
   return absl::OkStatus();
 }
 
+// The MMIDIDX checks (ParseIdx), then what a shard adds: the manifest's dtype and sample count,
+// every sequence exactly sample_tokens long.
 absl::Status ValidateIdx(std::string_view idx, const std::string& path, TokenDtype dtype,
                          uint32_t sample_tokens, uint64_t samples) {
   auto bad = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(path, ": corrupt index file: ", what));
+    return absl::DataLossError(absl::StrCat(path, ": corrupt index: ", what));
   };
-  if (idx.size() < kIdxHeaderSize) return bad("shorter than its header");
-  const char* p = idx.data();
-  if (std::memcmp(p, kIdxMagic, kIdxMagicSize) != 0) return bad("bad magic (not MMIDIDX)");
-  uint64_t version = Get<uint64_t>(p + 9);
-  if (version != kIdxVersion) return bad(absl::StrCat("unsupported version ", version));
-  uint8_t code = static_cast<uint8_t>(p[17]);
-  uint8_t want_code = dtype == TokenDtype::kUint16 ? kDtypeCodeUint16 : kDtypeCodeInt32;
-  if (code != want_code) {
-    return bad(absl::StrCat("dtype code ", code, ", manifest's token_dtype needs ", want_code));
+  ASSIGN_OR_RETURN(IdxView v, ParseIdx(idx, path));
+  if (v.dtype != dtype) {
+    return bad(absl::StrCat("dtype code ", IdxDtypeCode(v.dtype), ", manifest's token_dtype needs ",
+                            IdxDtypeCode(dtype)));
   }
-  uint64_t n = Get<uint64_t>(p + 18);
-  uint64_t d = Get<uint64_t>(p + 26);
-  if (n != samples) return bad(absl::StrCat("sequence_count ", n, ", manifest says ", samples));
-  if (d != n + 1) return bad(absl::StrCat("document_count ", d, ", expected ", n + 1));
-  if (n > idx.size()) return bad("counts exceed the file size");
-  uint64_t want = kIdxHeaderSize + n * 4 + n * 8 + d * 8;
-  if (want != idx.size()) {
-    return bad(absl::StrCat("size ", idx.size(), " bytes, header implies ", want));
+  if (v.sequences != samples) {
+    return bad(absl::StrCat("sequence_count ", v.sequences, ", manifest says ", samples));
   }
-  const char* lens = p + kIdxHeaderSize;
-  const char* ptrs = lens + n * 4;
-  const char* docs = ptrs + n * 8;
-  uint64_t stride = static_cast<uint64_t>(sample_tokens) * TokenDtypeSize(dtype);
-  for (uint64_t k = 0; k < n; ++k) {
-    if (Get<int32_t>(lens + k * 4) != static_cast<int32_t>(sample_tokens)) {
+  for (uint64_t k = 0; k < v.sequences; ++k) {
+    if (v.length(k) != static_cast<int32_t>(sample_tokens)) {
       return bad(absl::StrCat("sequence ", k, " length is not ", sample_tokens));
-    }
-    if (Get<int64_t>(ptrs + k * 8) != static_cast<int64_t>(k * stride)) {
-      return bad(absl::StrCat("sequence ", k, " pointer is not ", k * stride));
-    }
-  }
-  for (uint64_t k = 0; k < d; ++k) {
-    if (Get<int64_t>(docs + k * 8) != static_cast<int64_t>(k)) {
-      return bad(absl::StrCat("document index ", k, " is not ", k));
     }
   }
   return absl::OkStatus();
@@ -220,7 +200,7 @@ ShardWriter::~ShardWriter() {
 uint64_t ShardWriter::bytes() const {
   const Impl& im = *impl_;
   uint64_t n = samples_;
-  return im.bin_bytes + kIdxHeaderSize + n * 12 + (n + 1) * 8 + kSegHeaderSize + (n + 1) * 8 +
+  return im.bin_bytes + IdxSize(n, n + 1) + kSegHeaderSize + (n + 1) * 8 +
          im.segments.size() * 4 + kSegFooterSize;
 }
 
@@ -277,17 +257,8 @@ absl::StatusOr<ShardInfo> ShardWriter::Finish() {
   Impl& im = *impl_;
   GRIST_CHECK(!im.finished, "ShardWriter::Finish twice");
   const uint64_t n = samples_;
-  std::string idx;
-  idx.reserve(kIdxHeaderSize + n * 12 + (n + 1) * 8);
-  idx.append(kIdxMagic, kIdxMagicSize);
-  Put<uint64_t>(&idx, kIdxVersion);
-  Put<uint8_t>(&idx, im.dtype == TokenDtype::kUint16 ? kDtypeCodeUint16 : kDtypeCodeInt32);
-  Put<uint64_t>(&idx, n);
-  Put<uint64_t>(&idx, n + 1);
-  for (uint64_t k = 0; k < n; ++k) Put<int32_t>(&idx, static_cast<int32_t>(im.sample_tokens));
-  const uint64_t stride = static_cast<uint64_t>(im.sample_tokens) * TokenDtypeSize(im.dtype);
-  for (uint64_t k = 0; k < n; ++k) Put<int64_t>(&idx, static_cast<int64_t>(k * stride));
-  for (uint64_t k = 0; k <= n; ++k) Put<int64_t>(&idx, static_cast<int64_t>(k));
+  const std::string idx =
+      EncodeIdx(im.dtype, std::vector<int32_t>(n, static_cast<int32_t>(im.sample_tokens)));
 
   std::string seg;
   seg.reserve(kSegHeaderSize + (n + 1) * 8 + im.segments.size() * 4 + kSegFooterSize);

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/hash.h"
+#include "shard/mmidx_format.h"
 
 namespace grist {
 class Env;
@@ -31,12 +32,9 @@ class Env;
 
 namespace grist::shard {
 
-enum class TokenDtype { kUint16, kInt32 };
-
 // "uint16" / "int32".
 std::string_view TokenDtypeName(TokenDtype dtype);
 absl::StatusOr<TokenDtype> ParseTokenDtype(std::string_view name);
-inline size_t TokenDtypeSize(TokenDtype dtype) { return dtype == TokenDtype::kUint16 ? 2 : 4; }
 // uint16 when every id < vocab_size fits (vocab_size <= 65536), else int32.
 inline TokenDtype DtypeForVocab(uint64_t vocab_size) {
   return vocab_size <= 65536 ? TokenDtype::kUint16 : TokenDtype::kInt32;

@@ -6,27 +6,24 @@
 #include <cstdint>
 #include <string_view>
 
+#include "shard/mmidx_format.h"
+
 namespace grist::shard {
 
 // ---- Release folder ----
 inline constexpr std::string_view kManifestName = "manifest.json";
 inline constexpr std::string_view kTokenizerName = "tokenizer.model";
 inline constexpr std::string_view kShardsDir = "shards";
+// Megatron document files, one MMIDIDX pair per split: documents/<split>.{bin,idx}.
+inline constexpr std::string_view kDocumentsDir = "documents";
 inline constexpr std::string_view kReportsDir = "reports";
 inline constexpr std::string_view kReleaseFormat = "grist-release";
 inline constexpr int kReleaseFormatVersion = 1;
 inline constexpr std::string_view kTrainSplit = "train";
 inline constexpr std::string_view kValidationSplit = "validation";
 
-// ---- .idx (Megatron-LM MMIDIDX, version 1) ----
-inline constexpr char kIdxMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
-inline constexpr size_t kIdxMagicSize = 9;
-inline constexpr uint64_t kIdxVersion = 1;
-// magic + version + dtype code + sequence_count + document_count.
-inline constexpr size_t kIdxHeaderSize = 9 + 8 + 1 + 8 + 8;
-// Megatron's DType codes.
-inline constexpr uint8_t kDtypeCodeInt32 = 4;
-inline constexpr uint8_t kDtypeCodeUint16 = 8;
+// .bin/.idx: Megatron-LM MMIDIDX, constants in shard/mmidx_format.h (one definition for all of
+// grist).
 
 // ---- .seg (grist segment sidecar, version 1) ----
 inline constexpr char kSegMagic[8] = {'G', 'R', 'I', 'S', 'T', 'S', 'E', 'G'};

@@ -83,6 +83,7 @@ Runner SetupVerify(CLI::App* app) {
 Runner SetupInspect(CLI::App* app) {
   struct F {
     std::string dir;
+    bool megatron = false;
     release::InspectOptions o;
   };
   auto f = std::make_shared<F>();
@@ -90,7 +91,15 @@ Runner SetupInspect(CLI::App* app) {
   app->add_option("--sample", f->o.sample, "Decode this sample (split-global index) to text");
   app->add_option("--split", f->o.split, "train or validation (default train)");
   app->add_option("--top", f->o.top_tokens, "How many frequent tokens to list");
+  app->add_flag("--megatron", f->megatron,
+                "Print only the Megatron-LM arguments (--data-path, --split, --seq-length, "
+                "tokenizer) that train on the release's document files");
   return [f]() -> absl::Status {
+    if (f->megatron) {
+      ASSIGN_OR_RETURN(std::string args, release::MegatronArguments(Env::Default(), f->dir));
+      std::fwrite(args.data(), 1, args.size(), stdout);
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(std::string text, release::InspectRelease(Env::Default(), f->dir, f->o));
     std::fwrite(text.data(), 1, text.size(), stdout);
     return absl::OkStatus();

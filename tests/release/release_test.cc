@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/env.h"
+#include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
 #include "tests/test_util.h"
 #include "tokenize/encode.h"
@@ -55,6 +58,11 @@ std::vector<std::string> ReleaseFiles(const std::string& dir) {
   std::vector<std::string> out = {"manifest.json", "tokenizer.model"};
   auto names = Env::Default()->ListDir(dir + "/shards");
   for (const auto& n : *names) out.push_back("shards/" + n);
+  auto docs = Env::Default()->ListDir(dir + "/documents");
+  EXPECT_TRUE(docs.ok()) << dir << ": no documents/";
+  if (docs.ok()) {
+    for (const auto& n : *docs) out.push_back("documents/" + n);
+  }
   return out;
 }
 
@@ -68,7 +76,7 @@ TEST(ReleaseTest, TwoBuildsWithDifferentThreadCountsAreByteIdentical) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->release_id, b->release_id);
   auto files = ReleaseFiles(tmp.Join("a"));
-  EXPECT_GE(files.size(), 2u + 6u);  // train spans several shards, plus validation
+  EXPECT_GE(files.size(), 2u + 6u + 4u);  // several train shards, validation, documents/
   EXPECT_EQ(files, ReleaseFiles(tmp.Join("b")));
   for (const auto& f : files) {
     EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("a/" + f)),
@@ -215,6 +223,84 @@ TEST(ReleaseTest, FlippedByteIsNamedByVerify) {
   // A folder without manifest is not a release.
   ASSERT_TRUE(env->RemoveFile(mpath).ok());
   EXPECT_EQ(VerifyRelease(env, tmp.Join("v")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ReleaseTest, MegatronDocumentFilesHoldEveryDocumentOnce) {
+  GRIST_REQUIRE_CORPUS(corpus, "");
+  TempDir tmp;
+  Env* env = Env::Default();
+  ASSERT_TRUE(Build(tmp, Config(corpus), tmp.Join("m"), 2).ok());
+  auto rel = shard::Release::Open(env, tmp.Join("m"));
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  const shard::Manifest& m = (*rel)->manifest();
+  // Every tokenized document is one sequence of one split's file, in the order pack received it.
+  auto parts = tokenize::ListTokenParts(env, tmp.Join("m.work/tokens"));
+  ASSERT_TRUE(parts.ok());
+  std::multiset<std::vector<int32_t>> encoded, released;
+  for (const std::string& part : *parts) {
+    auto r = shard::IndexedDatasetReader::Open(env, part);
+    ASSERT_TRUE(r.ok());
+    for (uint64_t i = 0; i < (*r)->sequences(); ++i) {
+      std::vector<int32_t> d;
+      (*r)->Read(i, &d);
+      encoded.insert(d);
+    }
+  }
+  for (const char* split : {"train", "validation"}) {
+    const shard::SplitInfo* s = m.split(split);
+    ASSERT_TRUE(s->documents_file.has_value()) << split;
+    const shard::DocumentsFileInfo& d = *s->documents_file;
+    EXPECT_EQ(d.name, absl::StrCat("documents/", split));
+    EXPECT_EQ(d.sequences, s->documents);
+    EXPECT_EQ(d.eod_appended, 0u);  // add_eos: every document already ends in EOS
+    EXPECT_EQ(d.tokens, s->tokens - s->padding_tokens);
+    auto r = shard::IndexedDatasetReader::Open(env, tmp.Join("m/" + d.name));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)->sequences(), d.sequences);
+    EXPECT_EQ((*r)->tokens(), d.tokens);
+    for (uint64_t i = 0; i < (*r)->sequences(); ++i) {
+      std::vector<int32_t> doc;
+      (*r)->Read(i, &doc);
+      ASSERT_FALSE(doc.empty());
+      EXPECT_EQ(doc.back(), m.tokenizer.eos_id);
+      released.insert(doc);
+    }
+  }
+  EXPECT_EQ(encoded, released);
+  // The Megatron arguments name the files with absolute paths.
+  auto args = MegatronArguments(env, tmp.Join("m"));
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_NE(args->find(absl::StrCat("--data-path ", tmp.Join("m/documents/train"), " --split 100,0,0\n")),
+            std::string::npos) << *args;
+  EXPECT_NE(args->find(absl::StrCat("--valid-data-path ", tmp.Join("m/documents/validation"))),
+            std::string::npos) << *args;
+  EXPECT_NE(args->find("--seq-length 256 --tokenizer-type GPTSentencePieceTokenizer"),
+            std::string::npos) << *args;
+  // verify: a flipped byte of a document file, a truncated index, a missing file are named.
+  auto v = VerifyRelease(env, tmp.Join("m"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok()) << v->problems.front();
+  const std::string bin = tmp.Join("m/documents/train.bin");
+  std::string b = *ReadFileToString(env, bin);
+  b[b.size() / 3] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomic(env, bin, b).ok());
+  v = VerifyRelease(env, tmp.Join("m"));
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->problems.size(), 1u);
+  EXPECT_NE(v->problems[0].find("documents/train.bin: XXH3-128"), std::string::npos)
+      << v->problems[0];
+  const std::string idx = tmp.Join("m/documents/validation.idx");
+  std::string x = *ReadFileToString(env, idx);
+  ASSERT_TRUE(WriteFileAtomic(env, idx, x.substr(0, x.size() - 8)).ok());
+  v = VerifyRelease(env, tmp.Join("m"));
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->problems.size(), 2u);
+  EXPECT_NE(v->problems[1].find("documents/validation.idx"), std::string::npos) << v->problems[1];
+  ASSERT_TRUE(env->RemoveFile(bin).ok());
+  v = VerifyRelease(env, tmp.Join("m"));
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->problems.size(), 2u);
+  EXPECT_NE(v->problems[0].find("documents/train.bin"), std::string::npos) << v->problems[0];
 }
 
 TEST(ReleaseTest, InspectSummarizesAndDecodes) {

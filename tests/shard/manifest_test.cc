@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/env.h"
+#include "shard/indexed_dataset.h"
 #include "shard/shard_format.h"
 #include "tests/test_util.h"
 
@@ -49,6 +50,17 @@ Manifest MakeRelease(Env* env, const std::string& dir) {
   train.padding_tokens = 2;
   train.documents = 2;
   train.shards.push_back(*info);
+  // The documents file: {5, 6, 7, 2} ends in EOS; {8, 9} gets its EOD appended.
+  EXPECT_TRUE(env->CreateDirs(JoinPath(dir, "documents")).ok());
+  auto dw = IndexedDatasetWriter::Open(env, JoinPath(dir, "documents/train"), TokenDtype::kUint16);
+  EXPECT_TRUE(dw.ok());
+  EXPECT_TRUE((*dw)->Add(std::vector<int32_t>{5, 6, 7, 2}).ok());
+  EXPECT_TRUE((*dw)->Add(std::vector<int32_t>{8, 9, 2}).ok());
+  auto di = (*dw)->Finish();
+  EXPECT_TRUE(di.ok());
+  train.documents_file = DocumentsFileInfo{"documents/train", 2, 7, 1,
+                                           {"documents/train.bin", di->bin_bytes, di->bin_xxh3_128},
+                                           {"documents/train.idx", di->idx_bytes, di->idx_xxh3_128}};
   m.splits["validation"];
   m.counts_json = R"({"tokenize":{"docs_in":2}})";
   m.release_id = ComputeReleaseId(m);
@@ -66,6 +78,16 @@ TEST(ManifestTest, RoundTripIsByteExact) {
   EXPECT_EQ(parsed->counts_json, m.counts_json);
   EXPECT_EQ(parsed->split("train")->shards[0].bin.xxh3_128, m.splits["train"].shards[0].bin.xxh3_128);
   EXPECT_EQ(parsed->split("validation")->samples, 0u);
+  ASSERT_TRUE(parsed->split("train")->documents_file.has_value());
+  EXPECT_EQ(parsed->split("train")->documents_file->tokens, 7u);
+  EXPECT_EQ(parsed->split("train")->documents_file->eod_appended, 1u);
+  EXPECT_FALSE(parsed->split("validation")->documents_file.has_value());
+  // The document files are part of the release id.
+  Manifest other = *parsed;
+  other.splits["train"].documents_file->bin.xxh3_128 = Hash128Of("x");
+  EXPECT_NE(ComputeReleaseId(other), parsed->release_id);
+  other.splits["train"].documents_file.reset();
+  EXPECT_NE(ComputeReleaseId(other), parsed->release_id);
   EXPECT_EQ(ManifestToJson(*parsed), json);
   EXPECT_EQ(json.find("\"format\": \"grist-release\""), 4u);
 }
@@ -103,7 +125,9 @@ TEST(ManifestTest, PathTraversalIsRejected) {
            {"\"name\": \"shards/train-00000\"", "\"name\": \"../outside\""},
            {"\"path\": \"shards/train-00000.bin\"", "\"path\": \"../../etc/passwd\""},
            {"\"path\": \"shards/train-00000.idx\"", "\"path\": \"/etc/passwd\""},
-           {"\"path\": \"tokenizer.model\"", "\"path\": \"../tokenizer.model\""}}) {
+           {"\"path\": \"tokenizer.model\"", "\"path\": \"../tokenizer.model\""},
+           {"\"name\": \"documents/train\"", "\"name\": \"../documents/train\""},
+           {"\"path\": \"documents/train.bin\"", "\"path\": \"/documents/train.bin\""}}) {
     std::string bad = absl::StrReplaceAll(json, {{from, to}});
     ASSERT_NE(bad, json);
     auto p = ParseManifest(bad, "m.json");
@@ -128,6 +152,11 @@ TEST(ManifestTest, TamperedOrMalformedManifestsAreRejected) {
       {"\"format_version\": 1", "\"format_version\": \"1\"", "format_version"},
       {"\"release_id\": \"", "\"release_id\": \"0", "release_id"},
       {"\"vocab_size\": 10", "\"vocab_size\": -1", "tokenizer.vocab_size"},
+      {"\"eod_appended\": 1", "\"eod_appended\": 0", "splits.train.documents_file.tokens"},
+      {"\"sequences\": 2", "\"sequences\": 3", "splits.train.documents_file.sequences"},
+      {"\"path\": \"documents/train.idx\"", "\"path\": \"documents/x.idx\"",
+       "splits.train.documents_file"},
+      {"\"bytes\": 14", "\"bytes\": 16", "splits.train.documents_file.bin.bytes"},
   };
   for (const Case& c : cases) {
     std::string bad = absl::StrReplaceAll(json, {{c.from, c.to}});

@@ -1,0 +1,108 @@
+"""Helpers of the Python tests that run the `grist` command: a deterministic synthetic corpus (no
+third-party data needed) and a small release built from it.
+
+The corpus is pseudo-English: a few dozen English function words (so grist clean's stop-word filter
+passes) mixed with seeded pseudo-words (so a small SentencePiece vocabulary trains), in sentences and
+paragraphs of varied length.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+
+_STOP = ("the be to of and that have with a in is it for on as at by this from or an are was but "
+         "not they we you he she his her their one all would there what so up out if about who "
+         "which when make can like time no just him know take people into year your good some "
+         "could them see other than then now look only come its over think also back after use two "
+         "how our work first well way even new want because any these give day most us").split()
+
+
+def grist_binary():
+    """The grist command under test: $GRIST_BUILD_DIR/grist, else `grist` on PATH."""
+    build = os.environ.get("GRIST_BUILD_DIR")
+    if build and os.path.exists(os.path.join(build, "grist")):
+        return os.path.join(build, "grist")
+    found = shutil.which("grist")
+    if found is None:
+        raise RuntimeError("no grist binary: set GRIST_BUILD_DIR to the build folder")
+    return found
+
+
+def run_grist(*args, check=True, **kw):
+    """Runs grist with args; returns the CompletedProcess (text mode)."""
+    p = subprocess.run([grist_binary(), *map(str, args)], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"grist {' '.join(map(str, args))} failed ({p.returncode}):\n"
+                             f"{p.stdout}\n{p.stderr}")
+    return p
+
+
+def synthetic_documents(n, seed=7):
+    """n documents {"id", "text"} of 60 to ~900 words, deterministic for a seed."""
+    rng = random.Random(seed)
+    syll = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+    pseudo = sorted({"".join(rng.choice(syll) for _ in range(rng.randint(1, 3)))
+                     for _ in range(400)})
+    docs = []
+    for i in range(n):
+        paras = []
+        for _ in range(rng.randint(2, 6)):
+            sents = []
+            for _ in range(rng.randint(2, 8)):
+                words = [rng.choice(_STOP) if rng.random() < 0.45 else rng.choice(pseudo)
+                         for _ in range(rng.randint(6, 18))]
+                sents.append(" ".join(words).capitalize() + ".")
+            paras.append(" ".join(sents))
+        docs.append({"id": f"doc-{i:05d}", "text": "\n\n".join(paras)})
+    return docs
+
+
+def write_jsonl(path, docs):
+    with open(path, "w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps(d, sort_keys=True) + "\n")
+
+
+def release_config(inputs, seq_len=64, vocab_size=400, validation_fraction=0.2,
+                   shard_max_bytes=4096, clean=False, dedup=False, seed=11):
+    paths = ", ".join(json.dumps(p) for p in inputs)
+    return f"""seed = {seed}
+[release]
+version = "1.0"
+[inputs]
+paths = [{paths}]
+[clean]
+enabled = {str(clean).lower()}
+[dedup]
+enabled = {str(dedup).lower()}
+[tokenizer]
+vocab_size = {vocab_size}
+input_sentence_size = 20000
+[pack]
+seq_len = {seq_len}
+strategy = "bestfit"
+[split]
+validation_fraction = {validation_fraction}
+[shard]
+max_bytes = {shard_max_bytes}
+"""
+
+
+def build_release(tmp, docs=None, **config):
+    """Writes the corpus and a config into tmp and runs `grist build`; returns the release path."""
+    os.makedirs(tmp, exist_ok=True)
+    corpus = os.path.join(tmp, "corpus.jsonl")
+    write_jsonl(corpus, docs if docs is not None else synthetic_documents(300))
+    cfg = os.path.join(tmp, "release.toml")
+    with open(cfg, "w") as f:
+        f.write(release_config([corpus], **config))
+    out = os.path.join(tmp, "rel")
+    run_grist("build", "--config", cfg, "--output", out, "--quiet")
+    return out
+
+
+def manifest(release):
+    with open(os.path.join(release, "manifest.json")) as f:
+        return json.load(f)

@@ -29,3 +29,7 @@ if [[ $what == labs || $what == all ]]; then
   echo "== week-13 pipeline benches (bench build, pack, all --quick)"
   scripts/gpu/labs.sh .devcarry/build 2>&1 | tee "$GRIST_GPU_OUT/labs.txt"
 fi
+if [[ $what == encoder || $what == all ]]; then
+  echo "== issue 14: BPE encoder scaling 1-16 threads, build at 1/4/16 threads (identical bytes)"
+  scripts/gpu/encoder.sh .devcarry/build/grist 2>&1 | tee "$GRIST_GPU_OUT/encoder.txt"
+fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
-#   scripts/gpu/run_all.sh loader|ckpt|labs|all
+#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|all
 # Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
 # or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
 set -uo pipefail

@@ -36,7 +36,7 @@ inline std::string GenText(Rng* rng, size_t bytes, bool invalid) {
       "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with",
       "be", "by", "on", "not", "he", "I", "this", "are", "or", "his", "from", "at", "which",
       "news", "report", "said", "government", "year", "people", "Wikipedia", "city", "new",
-      "<sep>", "@@", "qz", "caf\xc3\xa9", "na\xc3\xafve", "\xef\xac\x81le", "Stra\xc3\x9f" "e",
+      "<sep>", "@@", "qz", "caf\xc3\xa9", "na\xc3\xafve", "\xef\xac\x81le", "Stra\xc3\x9f\x65",
       "\xe2\x96\x81word", "x\xe2\x96\x81y", "\xef\xbd\x86\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c"};
   static const uint32_t kRanges[][2] = {
       {0x20, 0x7E},     {0xA0, 0xFF},     {0x100, 0x17F},   {0x300, 0x36F},  {0x391, 0x3C9},

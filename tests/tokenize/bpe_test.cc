@@ -24,6 +24,7 @@
 #include "tests/tokenize/gen_text.h"
 #include "tokenize/internal/normalizer.h"
 #include "tokenize/internal/spm.h"
+#include "tokenize/encode.h"
 #include "tokenize/tokenizer.h"
 
 namespace grist::tokenize {
@@ -284,6 +285,47 @@ TEST(BpeTest, FallsBackWhereNotExact) {
   ASSERT_TRUE(uni->EncodeRaw("hello world", &b, Engine::kSentencePiece).ok());
   EXPECT_EQ(a, b);
   EXPECT_FALSE(a.empty());
+}
+
+// The encode stage: both engines and 1 or 3 threads write the same token files.
+TEST(BpeTest, EncodeStageSameBytesForEnginesAndThreads) {
+  TempDir tmp;
+  const std::string model = TrainBytes("bytefallback_splitdigits", Variants()[0].kwargs, TrainingLines(1));
+  ASSERT_FALSE(model.empty());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("m.model"), model).ok());
+  std::string jsonl;
+  for (const std::string& d : Generated(6, 300, 4000, /*invalid=*/false)) {
+    jsonl += "{\"text\":";
+    AppendJsonString(&jsonl, d);
+    jsonl += "}\n";
+  }
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("docs.jsonl"), jsonl).ok());
+  std::string first_bin, first_idx;
+  for (const char* engine : {"grist", "sentencepiece"}) {
+    for (int threads : {1, 3}) {
+      EncodeStageOptions o;
+      o.model_path = tmp.Join("m.model");
+      o.encode.engine = *ParseEngine(engine);
+      o.split_bytes = 16 << 10;
+      RunOptions run;
+      run.threads = threads;
+      run.progress = false;
+      const std::string out = tmp.Join(absl::StrCat("out-", engine, threads));
+      auto rep = RunEncode(Env::Default(), {tmp.Join("docs.jsonl")}, out, o, run);
+      ASSERT_TRUE(rep.ok()) << rep.status();
+      EXPECT_EQ(rep->engine.substr(0, 5), std::string(engine).substr(0, 5));
+      auto bin = ReadFileToString(Env::Default(), out + "/tokens-00000-of-00001.bin");
+      auto idx = ReadFileToString(Env::Default(), out + "/tokens-00000-of-00001.idx");
+      ASSERT_TRUE(bin.ok() && idx.ok());
+      if (first_bin.empty()) {
+        first_bin = *bin;
+        first_idx = *idx;
+        EXPECT_GT(first_bin.size(), 10000u);
+      } else {
+        EXPECT_TRUE(*bin == first_bin && *idx == first_idx) << engine << " threads " << threads;
+      }
+    }
+  }
 }
 
 TEST(BpeTest, EngineNames) {

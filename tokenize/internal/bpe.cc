@@ -154,6 +154,11 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     *why_not = "not a BPE model";
     return nullptr;
   }
+  if (!f.escape_whitespaces) {
+    // SentencePiece's BPE trainer refuses this setting, so no trained model has it to test on.
+    *why_not = "escape_whitespaces is off";
+    return nullptr;
+  }
   auto e = std::unique_ptr<BpeEncoder>(new BpeEncoder());
   e->serial_ = ++g_serial;
   e->byte_fallback_ = f.byte_fallback;

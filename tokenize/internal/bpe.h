@@ -11,7 +11,7 @@
 //   fallback, is merged with an <unk> right before it (sentencepiece_processor.cc).
 //
 // Create() refuses (nullptr, with the reason) every model where an exact result is not assured:
-// not BPE; UNUSED pieces (SentencePiece resegments them through a map whose last writer wins);
+// not BPE; escape_whitespaces off (SentencePiece's BPE trainer refuses it); UNUSED pieces (SentencePiece resegments them through a map whose last writer wins);
 // a piece given twice; a reserved piece (control, unknown, byte) that is one character (the
 // model would return it for that character); a piece that merges from a character outside the
 // vocabulary; a NaN score; a precompiled charsmap that is malformed. The caller then encodes with

@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,6 +29,7 @@
 #include "common/sysinfo.h"
 #include "common/thread_pool.h"
 #include "tokenize/encode.h"
+#include "tokenize/tokenizer.h"
 
 namespace grist::bench {
 namespace {
@@ -99,6 +101,54 @@ absl::Status SplitText(const std::string& work, int parts, uint64_t bytes) {
     if (!out) return absl::InternalError("bench tokenize: cannot write the split text files");
   }
   return absl::OkStatus();
+}
+
+
+// In-process encode of every line of text.txt by one engine on `threads` threads (lines dealt
+// round-robin): MB/s of wall time. Reading and writing excluded: the encoders alone.
+absl::StatusOr<double> EngineMBps(const tokenize::Tokenizer& tok, tokenize::Engine engine,
+                                  const std::vector<std::string>& lines, double mb, int threads) {
+  std::vector<absl::Status> errs(threads);
+  Stopwatch sw;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<int> ids;
+      for (size_t i = t; i < lines.size(); i += threads) {
+        ids.clear();
+        absl::Status st = tok.EncodeRaw(lines[i], &ids, engine);
+        if (!st.ok()) {
+          errs[t] = st;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (const auto& e : errs) RETURN_IF_ERROR(e);
+  return mb / sw.Seconds();
+}
+
+// The Python module's batch encode (sp.encode(list, num_threads=T)) of text.txt, timed inside
+// Python: MB/s, or an error saying why it could not run.
+absl::StatusOr<double> PythonMBps(const std::string& python, const std::string& model,
+                                  const std::string& text, double mb, int threads, int reps) {
+  std::string cmd = absl::StrCat(
+      python, " -c 'import sys, time, sentencepiece as s\n"
+      "p = s.SentencePieceProcessor(model_file=sys.argv[1])\n"
+      "L = open(sys.argv[2], encoding=\"utf-8\").read().split(\"\\n\")[:-1]\n"
+      "best = 0\n"
+      "for _ in range(int(sys.argv[4])):\n"
+      "    t = time.perf_counter(); p.encode(L, num_threads=int(sys.argv[3])); t = time.perf_counter() - t\n"
+      "    best = max(best, 1 / t)\n"
+      "print(best)' ",
+      model, " ", text, " ", threads, " ", reps);
+  ASSIGN_OR_RETURN(auto r, RunCommand(cmd));
+  double inv = 0;
+  if (r.exit_code != 0 || std::sscanf(r.output.c_str(), "%lf", &inv) != 1) {
+    return absl::UnavailableError("the Python module sentencepiece did not run");
+  }
+  return mb * inv;
 }
 
 BenchRunner Setup(CLI::App* app) {
@@ -252,12 +302,58 @@ BenchRunner Setup(CLI::App* app) {
     cpu.target = ">= 0.9 x peer (per-thread efficiency)";
     report.AddFigure(cpu);
     report.AddNote(absl::StrCat("tokens: ", tokens, "; grist reads JSON Lines, spm_encode plain text"));
+
+    // The encoders alone, in the same run: grist's engine vs the SentencePiece library grist
+    // links (in process, same lines) and the Python module's batch encode, at 1 and T threads.
+    ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, f->model));
+    report.AddNote(tok->native() ? absl::StrCat("grist engine: native", tok->native_chunk_cache()
+                                                                            ? ", chunk cache on"
+                                                                            : "")
+                                 : absl::StrCat("grist engine falls back to SentencePiece: ",
+                                                tok->native_why_not()));
+    std::vector<std::string> lines;
+    {
+      std::ifstream in(JoinPath(f->work, "text.txt"), std::ios::binary);
+      std::string line;
+      while (std::getline(in, line)) lines.push_back(line);
+    }
+    const std::string python = FindPython("", "sentencepiece");
+    for (int t : threads > 1 ? std::vector<int>{1, threads} : std::vector<int>{1}) {
+      std::vector<double> g, l, py;
+      for (int i = 0; i < f->options.warmup + f->options.repetitions; ++i) {
+        ASSIGN_OR_RETURN(double a, EngineMBps(*tok, tokenize::Engine::kGrist, lines, mb, t));
+        ASSIGN_OR_RETURN(double b, EngineMBps(*tok, tokenize::Engine::kSentencePiece, lines, mb, t));
+        if (i >= f->options.warmup) {
+          g.push_back(a);
+          l.push_back(b);
+        }
+      }
+      Figure lib{absl::StrCat("encoder alone, ", t, " thread", t > 1 ? "s" : ""), "MB/s",
+                 Stats::Of(g)};
+      lib.peer_name = absl::StrCat("SentencePiece library (linked), ", t, " thread", t > 1 ? "s" : "");
+      lib.peer = Stats::Of(l);
+      lib.target = t == 1 ? ">= 3 x peer" : "";
+      report.AddFigure(lib);
+      Figure pyf{absl::StrCat("encoder alone vs Python, ", t, " thread", t > 1 ? "s" : ""), "MB/s",
+                 Stats::Of(g)};
+      pyf.peer_name = absl::StrCat("sentencepiece Python module, encode(list, num_threads=", t, ")");
+      auto pm = PythonMBps(python, f->model, JoinPath(f->work, "text.txt"), mb, t,
+                           std::max(1, f->options.repetitions));
+      if (pm.ok()) {
+        pyf.peer = Stats::Of({*pm});
+      } else {
+        pyf.peer_note = std::string(pm.status().message());
+      }
+      pyf.target = t == 1 ? ">= 3 x peer" : "";
+      report.AddFigure(pyf);
+    }
     return report.Finish();
   };
 }
 
 GRIST_REGISTER_BENCH(tokenize, "tokenize",
-                     "grist tokenize encode vs spm_encode (MB/s, tokens/s)", Setup);
+                     "grist tokenize encode vs spm_encode; grist's encoder vs SentencePiece's "
+                     "library and Python module (MB/s, tokens/s)", Setup);
 
 }  // namespace
 }  // namespace grist::bench

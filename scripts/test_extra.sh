@@ -68,6 +68,7 @@ for f in fuzz_records fuzz_cleaner; do
   "$BUILD/fuzz/$f" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
 done
+echo "-- fuzz_bpe (differential, vs SentencePiece)" && cmake --build "$BUILD" -j "$JOBS" --target fuzz_bpe >/dev/null && "$BUILD/fuzz/fuzz_bpe" -max_total_time="$SECONDS_EACH" -max_len=4096 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 2>&1 | tail -n 12
 # ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
 if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: loader and checkpoint writer"

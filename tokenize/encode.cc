@@ -77,6 +77,13 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   Progress prog("tokenize", total, Progress::Unit::kBytes, !run.progress);
   EncodeReport rep;
   rep.output_prefix = prefix;
+  if (options.encode.engine == Engine::kSentencePiece) {
+    rep.engine = "sentencepiece (requested)";
+  } else if (tok->native()) {
+    rep.engine = tok->native_chunk_cache() ? "grist (chunk cache)" : "grist";
+  } else {
+    rep.engine = absl::StrCat("sentencepiece (", tok->native_why_not(), ")");
+  }
   auto process = [&](size_t i) -> absl::StatusOr<SplitResult> {
     SplitResult r;
     ASSIGN_OR_RETURN(auto reader,

@@ -36,6 +36,9 @@ struct EncodeReport {
   uint64_t max_document_tokens = 0;
   double seconds = 0;
   std::string output_prefix;
+  // Which encoder ran: "grist", or "sentencepiece" with the reason when grist's was not used
+  // (not part of ToJson: both give the same ids).
+  std::string engine;
   // The counts as JSON (reproducible: what the manifest records); with_seconds adds the run time
   // (the per-task file tokens-I-of-N.json, from which a merge learns the slowest task).
   std::string ToJson(bool with_seconds = false) const;

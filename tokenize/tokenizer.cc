@@ -10,6 +10,8 @@
 #include "common/records.h"
 #include "common/rng.h"
 #include "common/status_macros.h"
+#include "tokenize/internal/bpe.h"
+#include "tokenize/internal/model_proto.h"
 #include "tokenize/internal/spm.h"
 
 namespace grist::tokenize {
@@ -22,81 +24,30 @@ absl::Status FromSpm(const internal::SpmStatus& s, std::string_view context) {
                       absl::StrCat(std::string(context), ": ", s.message));
 }
 
-// Minimal protobuf wire reader: finds the fields of ModelProto this file needs
-// (trainer_spec.model_type = 2.3, normalizer_spec.add_dummy_prefix = 3.3,
-// normalizer_spec.escape_whitespaces = 3.5, trainer_spec.treat_whitespace_as_suffix = 2.24).
-struct ProtoFacts {
-  int model_type = 1;  // UNIGRAM
-  bool add_dummy_prefix = true;
-  bool escape_whitespaces = true;
-  bool treat_whitespace_as_suffix = false;
-};
-
-bool ReadVarint(std::string_view* s, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && !s->empty(); shift += 7) {
-    uint8_t b = static_cast<uint8_t>(s->front());
-    s->remove_prefix(1);
-    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-// Calls fn(field, wire_type, varint_value, bytes) for each field of the message `s`.
-template <typename Fn>
-bool ForEachField(std::string_view s, Fn fn) {
-  while (!s.empty()) {
-    uint64_t tag, v = 0;
-    if (!ReadVarint(&s, &tag)) return false;
-    int wt = static_cast<int>(tag & 7);
-    uint64_t field = tag >> 3;
-    std::string_view bytes;
-    if (wt == 0) {
-      if (!ReadVarint(&s, &v)) return false;
-    } else if (wt == 1 || wt == 5) {
-      size_t n = wt == 1 ? 8 : 4;
-      if (s.size() < n) return false;
-      s.remove_prefix(n);
-    } else if (wt == 2) {
-      if (!ReadVarint(&s, &v) || v > s.size()) return false;
-      bytes = s.substr(0, v);
-      s.remove_prefix(v);
-    } else {
-      return false;
-    }
-    fn(field, wt, v, bytes);
-  }
-  return true;
-}
-
-ProtoFacts ReadFacts(std::string_view model) {
-  ProtoFacts f;
-  ForEachField(model, [&](uint64_t field, int wt, uint64_t, std::string_view bytes) {
-    if (wt != 2) return;
-    if (field == 2) {
-      ForEachField(bytes, [&](uint64_t f2, int w2, uint64_t v, std::string_view) {
-        if (w2 != 0) return;
-        if (f2 == 3) f.model_type = static_cast<int>(v);
-        if (f2 == 24) f.treat_whitespace_as_suffix = v != 0;
-      });
-    } else if (field == 3) {
-      ForEachField(bytes, [&](uint64_t f3, int w3, uint64_t v, std::string_view) {
-        if (w3 != 0) return;
-        if (f3 == 3) f.add_dummy_prefix = v != 0;
-        if (f3 == 5) f.escape_whitespaces = v != 0;
-      });
-    }
-  });
-  return f;
-}
-
 bool IsPrintableAscii(char c) { return c > ' ' && c < 0x7f; }
 
 }  // namespace
 
+absl::StatusOr<Engine> ParseEngine(std::string_view name) {
+  if (name == "grist") return Engine::kGrist;
+  if (name == "sentencepiece") return Engine::kSentencePiece;
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer engine '", std::string(name), "': expected grist|sentencepiece"));
+}
+
+std::string_view EngineName(Engine e) {
+  return e == Engine::kGrist ? "grist" : "sentencepiece";
+}
+
 absl::StatusOr<EncodeOptions> EncodeOptions::FromConfig(const Config& config) {
   EncodeOptions o;
+  ASSIGN_OR_RETURN(std::string engine, config.GetString("tokenize.engine", "grist"));
+  auto e = ParseEngine(engine);
+  if (!e.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config ", config.source(),
+                                                   ": key 'tokenize.engine': ", e.status().message()));
+  }
+  o.engine = *e;
   ASSIGN_OR_RETURN(o.add_bos, config.GetBool("tokenize.add_bos", o.add_bos));
   ASSIGN_OR_RETURN(o.add_eos, config.GetBool("tokenize.add_eos", o.add_eos));
   ASSIGN_OR_RETURN(int64_t pb, config.GetInt("tokenize.piece_bytes",
@@ -137,7 +88,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string mode
   if (t->sp_->PieceSize() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": SentencePiece model has no pieces"));
   }
-  ProtoFacts f = ReadFacts(model_bytes);
+  internal::ModelFacts f;
+  if (!internal::ParseModelFacts(model_bytes, &f)) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": model protobuf does not parse"));
+  }
   static const char* const kTypes[] = {"unknown", "unigram", "bpe", "word", "char"};
   t->model_type_ = (f.model_type >= 1 && f.model_type <= 4) ? kTypes[f.model_type] : "unknown";
   bool cut = f.add_dummy_prefix && f.escape_whitespaces && !f.treat_whitespace_as_suffix;
@@ -152,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string mode
     }
   }
   t->can_cut_ = cut;
+  t->bpe_ = internal::BpeEncoder::Create(model_bytes, &t->native_why_not_);
   t->model_bytes_ = std::move(model_bytes);
   return t;
 }
@@ -166,7 +121,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::
 
 Tokenizer::~Tokenizer() = default;
 
-absl::Status Tokenizer::EncodeRaw(std::string_view text, std::vector<int>* ids) const {
+bool Tokenizer::native_chunk_cache() const { return bpe_ != nullptr && bpe_->chunk_cache(); }
+void Tokenizer::DisableChunkCacheForTesting() {
+  if (bpe_ != nullptr) bpe_->set_use_cache(false);
+}
+
+absl::Status Tokenizer::EncodeRaw(std::string_view text, std::vector<int>* ids,
+                                  Engine engine) const {
+  if (engine == Engine::kGrist && bpe_ != nullptr && bpe_->Encode(text, ids)) {
+    return absl::OkStatus();
+  }
   std::vector<int> out;
   RETURN_IF_ERROR(FromSpm(sp_->Encode(text, &out), "SentencePiece Encode"));
   ids->insert(ids->end(), out.begin(), out.end());
@@ -177,18 +141,20 @@ absl::Status Tokenizer::Encode(std::string_view text, const EncodeOptions& optio
                                std::vector<int>* ids) const {
   ids->clear();
   if (options.add_bos && bos_id() >= 0) ids->push_back(bos_id());
-  if (!can_cut_ || options.piece_bytes == 0 || text.size() <= options.piece_bytes) {
-    RETURN_IF_ERROR(EncodeRaw(text, ids));
+  if (options.engine == Engine::kGrist && bpe_ != nullptr && bpe_->Encode(text, ids)) {
+    // The native encoder takes any length at once.
+  } else if (!can_cut_ || options.piece_bytes == 0 || text.size() <= options.piece_bytes) {
+    RETURN_IF_ERROR(EncodeRaw(text, ids, Engine::kSentencePiece));
   } else {
     std::string_view rest = text;
     while (true) {
       size_t cut = rest.size() > options.piece_bytes ? FindCut(rest, options.piece_bytes)
                                                       : std::string_view::npos;
       if (cut == std::string_view::npos) {
-        RETURN_IF_ERROR(EncodeRaw(rest, ids));
+        RETURN_IF_ERROR(EncodeRaw(rest, ids, Engine::kSentencePiece));
         break;
       }
-      RETURN_IF_ERROR(EncodeRaw(rest.substr(0, cut), ids));
+      RETURN_IF_ERROR(EncodeRaw(rest.substr(0, cut), ids, Engine::kSentencePiece));
       rest.remove_prefix(cut + 1);  // the dummy prefix stands for the space
     }
   }

@@ -1,8 +1,16 @@
-// The locked tokenizer: SentencePiece, loaded and trained through its Status-returning API.
+// The locked tokenizer: SentencePiece models, loaded and trained through SentencePiece's
+// Status-returning API, encoded by one of two engines.
 //
 // Encoding is bit-exact with SentencePiece's own encoder (spm_encode, the Python module): the ids of
 // Encode(text) are exactly SentencePieceProcessor::Encode(text), with BOS/EOS added by grist's policy
-// rather than by SentencePiece options. Long documents are encoded in pieces of about
+// rather than by SentencePiece options.
+//
+// Engines. `grist` (the default) is grist's own BPE encoder (tokenize/internal/bpe.h): used for a
+// BPE model when the checks at load find nothing it does not reproduce exactly (native() true;
+// native_why_not() says why not otherwise), and then the whole document is encoded at once. Any
+// other model (unigram, word, char, a BPE model with UNUSED pieces, ...), any document that
+// reaches a case SentencePiece leaves undefined, and the engine `sentencepiece` go through the
+// library. With the library, long documents are encoded in pieces of about
 // `piece_bytes` cut at a single ASCII space between two printable ASCII characters, and only when
 // the model makes that exact: it adds a dummy prefix and escapes whitespace, and no vocabulary piece
 // has U+2581 after another character (so no piece can span the cut). Then the concatenated ids equal
@@ -23,6 +31,7 @@
 #include "absl/status/statusor.h"
 
 namespace grist::tokenize::internal {
+class BpeEncoder;
 class Spm;
 }
 
@@ -33,12 +42,21 @@ class Env;
 
 namespace grist::tokenize {
 
+enum class Engine {
+  kGrist,          // grist's BPE encoder where exact, else SentencePiece
+  kSentencePiece,  // always the SentencePiece library
+};
+// "grist" | "sentencepiece"; InvalidArgument otherwise.
+absl::StatusOr<Engine> ParseEngine(std::string_view name);
+std::string_view EngineName(Engine e);
+
 struct EncodeOptions {
+  Engine engine = Engine::kGrist;
   bool add_bos = false;
   bool add_eos = true;
   // Target size of the pieces a long document is encoded in (see above). 0 = never cut.
   uint64_t piece_bytes = 1 << 20;
-  // Reads "tokenize.add_bos", "tokenize.add_eos", "tokenize.piece_bytes".
+  // Reads "tokenize.engine", "tokenize.add_bos", "tokenize.add_eos", "tokenize.piece_bytes".
   static absl::StatusOr<EncodeOptions> FromConfig(const Config& config);
 };
 
@@ -52,7 +70,8 @@ class Tokenizer {
 
   // SentencePiece's ids for `text` (no BOS/EOS), appended to *ids. Errors from SentencePiece are
   // converted code for code.
-  absl::Status EncodeRaw(std::string_view text, std::vector<int>* ids) const;
+  absl::Status EncodeRaw(std::string_view text, std::vector<int>* ids,
+                        Engine engine = Engine::kGrist) const;
   // EncodeRaw in bounded pieces (see the file comment), with BOS/EOS per `options`; *ids replaced.
   absl::Status Encode(std::string_view text, const EncodeOptions& options,
                       std::vector<int>* ids) const;
@@ -68,10 +87,19 @@ class Tokenizer {
   const std::string& model_bytes() const { return model_bytes_; }
   // Whether long documents can be cut exactly (see the file comment).
   bool can_cut() const { return can_cut_; }
+  // Whether grist's own encoder handles this model (see the file comment), and if not, why.
+  bool native() const { return bpe_ != nullptr; }
+  const std::string& native_why_not() const { return native_why_not_; }
+  // Whether the native encoder caches chunk encodings (tokenize/internal/bpe.h).
+  bool native_chunk_cache() const;
+  // Tests: encode natively without the chunk cache.
+  void DisableChunkCacheForTesting();
 
  private:
   Tokenizer() = default;
   std::unique_ptr<internal::Spm> sp_;
+  std::unique_ptr<internal::BpeEncoder> bpe_;
+  std::string native_why_not_;
   std::string model_bytes_;
   std::string model_type_;
   bool can_cut_ = false;

@@ -24,6 +24,7 @@ struct TokenizeFlags {
   std::string model_type;
   int64_t seed = -1;
   bool no_eos = false, bos = false;
+  std::string engine;
 };
 
 Runner Setup(CLI::App* app) {
@@ -45,6 +46,10 @@ Runner Setup(CLI::App* app) {
   encode->add_option("--input", f->inputs, "Input files or folders")->required();
   encode->add_option("--output", f->output, "Output folder")->required();
   encode->add_option("--config", f->config, "Config for [tokenize] (add_bos, add_eos, piece_bytes)");
+  encode->add_option("--engine", f->engine,
+                     "grist (default: grist's own BPE encoder where it is exact, else SentencePiece) "
+                     "or sentencepiece (always the library); sets tokenize.engine")
+      ->check(CLI::IsMember({"grist", "sentencepiece"}));
   encode->add_flag("--bos", f->bos, "Prepend BOS to every document");
   encode->add_flag("--no-eos", f->no_eos, "Do not append EOS");
   AddCommonFlags(encode, &f->common, /*with_tasks=*/true);
@@ -74,6 +79,7 @@ Runner Setup(CLI::App* app) {
       return MaybeWriteJson(f->common, rep.ToJson());
     }
     RETURN_IF_ERROR(ResolveTasks(&f->common));
+    if (!f->engine.empty()) config.SetString("tokenize.engine", f->engine);
     ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
     opts.model_path = f->model;
     if (f->bos) opts.encode.add_bos = true;
@@ -84,13 +90,14 @@ Runner Setup(CLI::App* app) {
     run.tasks = f->common.tasks;
     run.progress = !f->common.quiet;
     ASSIGN_OR_RETURN(auto rep, tokenize::RunEncode(env, f->inputs, f->output, opts, run));
-    std::printf("%llu documents -> %llu sequences, %llu tokens (%llu rejected) in %.2f s: %.1f MB/s -> %s\n",
+    std::printf("%llu documents -> %llu sequences, %llu tokens (%llu rejected) in %.2f s: %.1f MB/s "
+                "[engine %s] -> %s\n",
                 static_cast<unsigned long long>(rep.counts.docs_in),
                 static_cast<unsigned long long>(rep.counts.docs_out),
                 static_cast<unsigned long long>(rep.tokens),
                 static_cast<unsigned long long>(rep.counts.docs_rejected), rep.seconds,
                 rep.seconds > 0 ? rep.counts.bytes_in / rep.seconds / 1e6 : 0.0,
-                rep.output_prefix.c_str());
+                rep.engine.c_str(), rep.output_prefix.c_str());
     return MaybeWriteJson(f->common, rep.ToJson());
   };
 }

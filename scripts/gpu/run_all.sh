@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
-#   scripts/gpu/run_all.sh loader|ckpt|labs|all
+#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|all
 # Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
 # or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
 set -uo pipefail
@@ -28,4 +28,8 @@ fi
 if [[ $what == labs || $what == all ]]; then
   echo "== week-13 pipeline benches (bench build, pack, all --quick)"
   scripts/gpu/labs.sh .devcarry/build 2>&1 | tee "$GRIST_GPU_OUT/labs.txt"
+fi
+if [[ $what == encoder || $what == all ]]; then
+  echo "== issue 14: BPE encoder scaling 1-16 threads, build at 1/4/16 threads (identical bytes)"
+  scripts/gpu/encoder.sh .devcarry/build/grist 2>&1 | tee "$GRIST_GPU_OUT/encoder.txt"
 fi

@@ -1,0 +1,438 @@
+// grist's BPE encoder against SentencePiece: identical ids, document for document.
+//
+// Without ../shared: models trained here on generated text (every normalizer option that changes
+// encoding, byte fallback on and off, split digits, user-defined symbols) compared with the
+// SentencePiece library grist links, and with the Python module when the venv has it.
+// With ../shared: the Mistral model and models trained on Wikinews, on every document of the
+// corpus files the issue names.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/json_writer.h"
+#include "common/records.h"
+#include "common/rng.h"
+#include "tests/test_util.h"
+#include "tests/tokenize/gen_text.h"
+#include "tokenize/internal/normalizer.h"
+#include "tokenize/internal/spm.h"
+#include "tokenize/encode.h"
+#include "tokenize/tokenizer.h"
+
+namespace grist::tokenize {
+namespace {
+
+using grist::testing::TempDir;
+
+std::string Python() {
+  const char* env = std::getenv("GRIST_PYTHON");
+  return env != nullptr && *env != '\0' ? env : "python3";
+}
+
+bool HavePythonSentencePiece() {
+  return std::system((Python() + " -c 'import sentencepiece' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The serialized model SentencePiece trains on `sentences` with `kwargs` (BPE and character
+// coverage 0.99 unless given), memoized by `name`: tests share the models.
+std::string TrainBytes(const std::string& name, std::vector<std::pair<std::string, std::string>> kwargs,
+                       const std::vector<std::string>& sentences) {
+  static auto* memo = new std::map<std::string, std::string>();
+  if (auto it = memo->find(name); it != memo->end()) return it->second;
+  kwargs.emplace_back("num_threads", "1");
+  for (auto [k, v] : {std::pair{"character_coverage", "0.99"}, std::pair{"model_type", "bpe"}}) {
+    if (std::none_of(kwargs.begin(), kwargs.end(), [&](auto& kv) { return kv.first == k; })) {
+      kwargs.emplace_back(k, v);
+    }
+  }
+  std::string model;
+  internal::SpmStatus s = internal::SpmTrain(kwargs, sentences, 7, "/dev/null", &model);
+  EXPECT_TRUE(s.ok()) << s.message;
+  if (!s.ok()) return "";
+  (*memo)[name] = model;
+  return model;
+}
+
+std::unique_ptr<Tokenizer> Train(const std::string& name,
+                                 std::vector<std::pair<std::string, std::string>> kwargs,
+                                 const std::vector<std::string>& sentences) {
+  std::string model = TrainBytes(name, std::move(kwargs), sentences);
+  if (model.empty()) return nullptr;
+  auto tok = Tokenizer::FromBytes(model, name);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? std::move(*tok) : nullptr;
+}
+
+// Documents whose grist ids differ from the library's, over `threads` threads; the first few
+// described in *first.
+size_t Mismatches(const Tokenizer& tok, const std::vector<std::string>& docs, std::string* first,
+                  int threads = 2) {
+  std::vector<size_t> bad(threads, 0);
+  std::vector<std::string> notes(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<int> a, b;
+      for (size_t i = t; i < docs.size(); i += threads) {
+        a.clear();
+        b.clear();
+        absl::Status sa = tok.EncodeRaw(docs[i], &a, Engine::kGrist);
+        absl::Status sb = tok.EncodeRaw(docs[i], &b, Engine::kSentencePiece);
+        if (!sa.ok() || !sb.ok() || a != b) {
+          if (++bad[t] <= 2) {
+            size_t k = 0;
+            while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+            absl::StrAppend(&notes[t], "doc ", i, " (", docs[i].size(), " bytes) differs at id ",
+                            k, ": grist ", k < a.size() ? a[k] : -1, " sentencepiece ",
+                            k < b.size() ? b[k] : -1, "; ");
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  size_t n = 0;
+  for (int t = 0; t < threads; ++t) {
+    n += bad[t];
+    *first += notes[t];
+  }
+  return n;
+}
+
+std::vector<std::string> Generated(uint64_t seed, size_t docs, size_t max_bytes, bool invalid) {
+  Rng rng(seed);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < docs; ++i) {
+    out.push_back(grist::testing::GenText(&rng, 1 + rng.Uniform(max_bytes), invalid));
+  }
+  // Edge cases: empty, only spaces, only a dummy-prefix look-alike, space runs at both ends.
+  for (const char* s : {"", " ", "   ", "\xe2\x96\x81", " a ", "  a  b  ", "\t\n", "\xff", "0123456789",
+                        "<sep><sep>", "@@@", "\xe3\x80\x80x\xe3\x80\x80"}) {
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+// Training sentences: lines of valid generated text.
+std::vector<std::string> TrainingLines(uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::string> lines;
+  for (int i = 0; i < 2000; ++i) {
+    std::string t = grist::testing::GenText(&rng, 20 + rng.Uniform(200), /*invalid=*/false);
+    t.erase(std::remove(t.begin(), t.end(), '\n'), t.end());
+    t.erase(std::remove(t.begin(), t.end(), '\0'), t.end());
+    if (!t.empty()) lines.push_back(t);
+  }
+  return lines;
+}
+
+struct Variant {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> kwargs;
+};
+
+std::vector<Variant> Variants() {
+  return {
+      {"bytefallback_splitdigits",
+       {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+        {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}}},
+      {"unk_no_bytefallback",
+       {{"vocab_size", "2500"}, {"byte_fallback", "false"}, {"character_coverage", "0.98"},
+        {"normalization_rule_name", "identity"}}},
+      {"user_defined",
+       {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"user_defined_symbols", "<sep>,@@,qz,\xe2\x96\x81x"},
+        {"control_symbols", "<ctl>"}, {"normalization_rule_name", "identity"}}},
+      {"nmt_nfkc",
+       {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"normalization_rule_name", "nmt_nfkc"}}},
+      {"nfkc_keep_spaces_no_prefix",
+       {{"vocab_size", "2500"}, {"normalization_rule_name", "nfkc"},
+        {"remove_extra_whitespaces", "false"}, {"add_dummy_prefix", "false"}}},
+      {"whitespace_suffix",
+       {{"vocab_size", "2500"}, {"byte_fallback", "true"}, {"treat_whitespace_as_suffix", "true"},
+        {"normalization_rule_name", "identity"}}},
+      {"mistral_like",
+       {{"vocab_size", "2700"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+        {"normalization_rule_name", "identity"}, {"remove_extra_whitespaces", "false"},
+        {"allow_whitespace_only_pieces", "true"}}},
+      {"nfkc_cf_user_defined",
+       {{"vocab_size", "2500"}, {"normalization_rule_name", "nfkc_cf"},
+        {"user_defined_symbols", "<sep>,QZ"}}},
+  };
+}
+
+TEST(BpeTest, ExactOnGeneratedTextForEveryModelVariant) {
+  const std::vector<std::string> lines = TrainingLines(1);
+  const std::vector<std::string> docs = Generated(2, 400, 3000, /*invalid=*/true);
+  for (const Variant& v : Variants()) {
+    auto tok = Train(v.name, v.kwargs, lines);
+    ASSERT_NE(tok, nullptr) << v.name;
+    ASSERT_TRUE(tok->native()) << v.name << ": " << tok->native_why_not();
+    std::string first;
+    EXPECT_EQ(Mismatches(*tok, docs, &first), 0u) << v.name << ": " << first;
+    const bool cache = tok->native_chunk_cache();
+    tok->DisableChunkCacheForTesting();
+    first.clear();
+    EXPECT_EQ(Mismatches(*tok, docs, &first), 0u) << v.name << " without cache: " << first;
+    if (std::string(v.name) == "bytefallback_splitdigits") {
+      EXPECT_TRUE(cache);
+    }
+    if (std::string(v.name) == "whitespace_suffix") {
+      EXPECT_FALSE(cache);
+    }
+  }
+}
+
+TEST(BpeTest, LongRunsAndControlCharacters) {
+  auto tok = Train("long_runs", {{"vocab_size", "2400"}, {"byte_fallback", "true"},
+                    {"remove_extra_whitespaces", "false"}, {"allow_whitespace_only_pieces", "true"},
+                    {"normalization_rule_name", "identity"}},
+                   TrainingLines(3));
+  ASSERT_NE(tok, nullptr);
+  ASSERT_TRUE(tok->native()) << tok->native_why_not();
+  std::vector<std::string> docs;
+  for (size_t n : {1, 2, 3, 15, 16, 17, 100, 1000, 70000}) {
+    docs.push_back(std::string(n, ' '));
+    std::string ab(n + 2, ' ');
+    ab.front() = 'a';
+    ab.back() = 'b';
+    docs.push_back(ab);
+    docs.push_back(std::string(n, 'a'));
+    docs.push_back(std::string(n, '\x01'));
+    std::string mixed;
+    for (size_t i = 0; i < n; ++i) mixed += (i % 3 == 0) ? "\xe2\x96\x81" : (i % 3 == 1 ? " " : "\t");
+    docs.push_back(mixed);
+  }
+  std::string first;
+  EXPECT_EQ(Mismatches(*tok, docs, &first), 0u) << first;
+}
+
+TEST(BpeTest, AgreesWithThePythonModule) {
+  if (!HavePythonSentencePiece()) GTEST_SKIP() << Python() << " has no sentencepiece module";
+  TempDir tmp;
+  // Python strings hold valid UTF-8 only: malformed input is compared with the library above.
+  std::vector<std::string> docs = Generated(4, 200, 2000, /*invalid=*/false);
+  docs.erase(std::remove_if(docs.begin(), docs.end(),
+                            [](const std::string& d) { return !internal::IsValidUtf8(d); }),
+             docs.end());
+  for (const Variant& v : Variants()) {
+    std::string model = TrainBytes(v.name, v.kwargs, TrainingLines(1));
+    ASSERT_FALSE(model.empty());
+    const std::string path = tmp.Join(std::string(v.name) + ".model");
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, model).ok());
+    auto tok = Tokenizer::FromBytes(model, path);
+    ASSERT_TRUE(tok.ok());
+    std::string in = tmp.Join("docs.jsonl"), out = tmp.Join("ids.txt"), py = tmp.Join("enc.py");
+    {
+      std::ofstream f(in);
+      for (const auto& d : docs) {
+        std::string line;
+        AppendJsonString(&line, d);
+        f << line << "\n";
+      }
+      std::ofstream p(py);
+      p << "import json, sys, sentencepiece as spm\n"
+           "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+           "with open(sys.argv[2], encoding='utf-8') as f, open(sys.argv[3], 'w') as o:\n"
+           "    for line in f:\n"
+           "        o.write(' '.join(map(str, sp.encode(json.loads(line)))) + '\\n')\n";
+    }
+    std::string cmd = absl::StrCat(Python(), " ", py, " ", path, " ", in, " ", out);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream f(out);
+    std::string line;
+    size_t i = 0, bad = 0;
+    while (std::getline(f, line)) {
+      std::istringstream ss(line);
+      std::vector<int> want, got;
+      int x;
+      while (ss >> x) want.push_back(x);
+      ASSERT_LT(i, docs.size());
+      ASSERT_TRUE((*tok)->EncodeRaw(docs[i], &got, Engine::kGrist).ok());
+      if (got != want && ++bad <= 2) {
+        std::vector<int> lib;
+        ASSERT_TRUE((*tok)->EncodeRaw(docs[i], &lib, Engine::kSentencePiece).ok());
+        size_t k = 0;
+        while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+        std::string at;
+        AppendJsonString(&at, docs[i].substr(0, 400));
+        ADD_FAILURE() << v.name << ": doc " << i << " differs from Python at id " << k
+                      << " (library " << (lib == want ? "agrees with Python" : "agrees with grist")
+                      << "): " << at;
+      }
+      ++i;
+    }
+    EXPECT_EQ(i, docs.size()) << v.name;
+    EXPECT_EQ(bad, 0u) << v.name;
+  }
+}
+
+TEST(BpeTest, FallsBackWhereNotExact) {
+  auto uni = Train("unigram", {{"vocab_size", "2300"}, {"model_type", "unigram"}}, TrainingLines(5));
+  ASSERT_NE(uni, nullptr);
+  EXPECT_FALSE(uni->native());
+  EXPECT_EQ(uni->native_why_not(), "not a BPE model");
+  // Unigram still encodes, through SentencePiece, under either engine.
+  std::vector<int> a, b;
+  ASSERT_TRUE(uni->EncodeRaw("hello world", &a, Engine::kGrist).ok());
+  ASSERT_TRUE(uni->EncodeRaw("hello world", &b, Engine::kSentencePiece).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(a.empty());
+}
+
+// The encode stage: both engines and 1 or 3 threads write the same token files.
+TEST(BpeTest, EncodeStageSameBytesForEnginesAndThreads) {
+  TempDir tmp;
+  const std::string model = TrainBytes("bytefallback_splitdigits", Variants()[0].kwargs, TrainingLines(1));
+  ASSERT_FALSE(model.empty());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("m.model"), model).ok());
+  std::string jsonl;
+  for (const std::string& d : Generated(6, 300, 4000, /*invalid=*/false)) {
+    jsonl += "{\"text\":";
+    AppendJsonString(&jsonl, d);
+    jsonl += "}\n";
+  }
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("docs.jsonl"), jsonl).ok());
+  std::string first_bin, first_idx;
+  for (const char* engine : {"grist", "sentencepiece"}) {
+    for (int threads : {1, 3}) {
+      EncodeStageOptions o;
+      o.model_path = tmp.Join("m.model");
+      o.encode.engine = *ParseEngine(engine);
+      o.split_bytes = 16 << 10;
+      RunOptions run;
+      run.threads = threads;
+      run.progress = false;
+      const std::string out = tmp.Join(absl::StrCat("out-", engine, threads));
+      auto rep = RunEncode(Env::Default(), {tmp.Join("docs.jsonl")}, out, o, run);
+      ASSERT_TRUE(rep.ok()) << rep.status();
+      EXPECT_EQ(rep->engine.substr(0, 5), std::string(engine).substr(0, 5));
+      auto bin = ReadFileToString(Env::Default(), out + "/tokens-00000-of-00001.bin");
+      auto idx = ReadFileToString(Env::Default(), out + "/tokens-00000-of-00001.idx");
+      ASSERT_TRUE(bin.ok() && idx.ok());
+      if (first_bin.empty()) {
+        first_bin = *bin;
+        first_idx = *idx;
+        EXPECT_GT(first_bin.size(), 10000u);
+      } else {
+        EXPECT_TRUE(*bin == first_bin && *idx == first_idx) << engine << " threads " << threads;
+      }
+    }
+  }
+}
+
+TEST(BpeTest, EngineNames) {
+  EXPECT_EQ(*ParseEngine("grist"), Engine::kGrist);
+  EXPECT_EQ(*ParseEngine("sentencepiece"), Engine::kSentencePiece);
+  EXPECT_EQ(ParseEngine("spm").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EngineName(Engine::kSentencePiece), "sentencepiece");
+}
+
+// ---- The shared corpus: every document of the files the issue names.
+
+void AddRecords(const std::string& path, std::vector<std::string>* docs) {
+  auto files = ListInputs(Env::Default(), {path});
+  ASSERT_TRUE(files.ok()) << files.status();
+  for (size_t fi = 0; fi < files->size(); ++fi) {
+    InputSplit split;
+    split.file_index = fi;
+    split.bytes = (*files)[fi].size;
+    auto r = OpenRecordReader(Env::Default(), (*files)[fi], split, InputOptions{});
+    ASSERT_TRUE(r.ok()) << r.status();
+    Document d;
+    while (true) {
+      auto more = (*r)->Next(&d);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      if (d.error.empty() && !d.text.empty()) docs->push_back(d.text);
+    }
+  }
+}
+
+// 20newsgroups: one raw message per file, from the tar (some not UTF-8).
+void AddNewsgroups(const std::string& tar, const TempDir& tmp, std::vector<std::string>* docs) {
+  std::string cmd = absl::StrCat("tar --zstd -xf ", tar, " -C ", tmp.path());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.path())) {
+    if (e.is_regular_file()) paths.push_back(e.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    docs->push_back(ss.str());
+  }
+}
+
+const std::vector<std::string>& CorpusDocs() {
+  static std::vector<std::string>* docs = [] {
+    auto* d = new std::vector<std::string>();
+    std::string root = grist::testing::CorpusDir();
+    AddRecords(root + "/wikinews-en", d);
+    AddRecords(root + "/wikipedia-en-2015", d);
+    for (const char* w : {"dolma-cc", "dolma-ccnet-head", "olmo-c4", "grover-realnews",
+                          "dclm-quality-annotations"}) {
+      AddRecords(root + "/web-samples/" + w, d);
+    }
+    TempDir tmp;
+    AddNewsgroups(root + "/20newsgroups.tar.zst", tmp, d);
+    return d;
+  }();
+  return *docs;
+}
+
+TEST(BpeCorpusTest, MistralOnEveryDocument) {
+  GRIST_REQUIRE_CORPUS(model, "tokenizers/mistral-v1-spm-32k/tokenizer.model.v1");
+  auto tok = Tokenizer::Load(Env::Default(), model);
+  ASSERT_TRUE(tok.ok());
+  ASSERT_TRUE((*tok)->native()) << (*tok)->native_why_not();
+  EXPECT_TRUE((*tok)->native_chunk_cache());
+  const auto& docs = CorpusDocs();
+  ASSERT_GT(docs.size(), 40000u);
+  std::string first;
+  EXPECT_EQ(Mismatches(**tok, docs, &first), 0u) << first;
+}
+
+TEST(BpeCorpusTest, GristTrainedModelsOnEveryDocument) {
+  GRIST_REQUIRE_CORPUS(news, "wikinews-en");
+  // Training lines: the first 20,000 lines of Wikinews.
+  std::vector<std::string> docs;
+  AddRecords(news, &docs);
+  std::vector<std::string> lines;
+  for (const auto& d : docs) {
+    std::string_view t = d;
+    while (!t.empty() && lines.size() < 20000) {
+      size_t nl = t.find('\n');
+      if (nl > 0 && nl != std::string_view::npos) lines.emplace_back(t.substr(0, nl));
+      t.remove_prefix(nl == std::string_view::npos ? t.size() : nl + 1);
+    }
+  }
+  const auto& all = CorpusDocs();
+  for (const Variant& v : std::vector<Variant>{
+           {"bytefallback_splitdigits",
+            {{"vocab_size", "4000"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+             {"normalization_rule_name", "identity"}}},
+           {"bytefallback", {{"vocab_size", "4000"}, {"byte_fallback", "true"},
+                             {"normalization_rule_name", "identity"}}},
+           {"user_defined", {{"vocab_size", "4000"}, {"byte_fallback", "true"},
+                             {"split_digits", "true"}, {"normalization_rule_name", "identity"},
+                             {"user_defined_symbols", "<sep>,<eod>,@@"}}}}) {
+    auto tok = Train(std::string("wikinews_") + v.name, v.kwargs, lines);
+    ASSERT_NE(tok, nullptr);
+    ASSERT_TRUE(tok->native()) << v.name << ": " << tok->native_why_not();
+    std::string first;
+    EXPECT_EQ(Mismatches(*tok, all, &first), 0u) << v.name << ": " << first;
+  }
+}
+
+}  // namespace
+}  // namespace grist::tokenize

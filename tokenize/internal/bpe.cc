@@ -1,0 +1,428 @@
+#include "tokenize/internal/bpe.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/hash.h"
+
+namespace grist::tokenize::internal {
+namespace {
+
+constexpr int kDead = -2;  // a symbol merged into its left neighbour
+constexpr size_t kCacheKeyBytes = 30;
+constexpr size_t kCacheIds = 8;
+
+struct Slot {
+  uint8_t key_len;  // 0: empty
+  uint8_t n_ids;
+  char key[kCacheKeyBytes];
+  int32_t ids[kCacheIds];
+};
+static_assert(sizeof(Slot) == BpeEncoder::kCacheSlotBytes);
+
+std::atomic<uint64_t> g_serial{0};
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+size_t TableSize(size_t n) {
+  size_t c = 16;
+  while (c < 2 * n + 2) c <<= 1;
+  return c;
+}
+
+}  // namespace
+
+struct BpeEncoder::Pair {
+  int32_t id;
+  float score;
+};
+
+// (left id, right id) -> the merged piece: open addressing, linear probing.
+class BpeEncoder::PairTable {
+ public:
+  explicit PairTable(size_t n) : keys_(TableSize(n), kEmpty), vals_(keys_.size()) {
+    mask_ = keys_.size() - 1;
+  }
+  static uint64_t Key(int l, int r) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
+  }
+  void Insert(int l, int r, Pair p) {
+    uint64_t k = Key(l, r);
+    for (size_t i = Mix(k) & mask_;; i = (i + 1) & mask_) {
+      if (keys_[i] == kEmpty || keys_[i] == k) {
+        keys_[i] = k;
+        vals_[i] = p;
+        return;
+      }
+    }
+  }
+  const Pair* Find(int l, int r) const {
+    if (l < 0 || r < 0) return nullptr;
+    uint64_t k = Key(l, r);
+    for (size_t i = Mix(k) & mask_;; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return &vals_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  std::vector<uint64_t> keys_;
+  std::vector<Pair> vals_;
+  size_t mask_;
+};
+
+// One character (1 to 4 bytes) -> its piece id.
+class BpeEncoder::CharTable {
+ public:
+  explicit CharTable(size_t n) : keys_(TableSize(n), 0), vals_(keys_.size(), -1) {
+    mask_ = keys_.size() - 1;
+  }
+  static uint64_t Key(std::string_view c) {
+    uint32_t v = 0;
+    std::memcpy(&v, c.data(), c.size());
+    return (static_cast<uint64_t>(c.size()) << 32) | v;
+  }
+  void Insert(std::string_view c, int id) {
+    uint64_t k = Key(c);
+    for (size_t i = Mix(k) & mask_;; i = (i + 1) & mask_) {
+      if (keys_[i] == 0 || keys_[i] == k) {
+        keys_[i] = k;
+        vals_[i] = id;
+        return;
+      }
+    }
+  }
+  int Find(std::string_view c) const {
+    uint64_t k = Key(c);
+    for (size_t i = Mix(k) & mask_;; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return vals_[i];
+      if (keys_[i] == 0) return -1;
+    }
+  }
+
+ private:
+  std::vector<uint64_t> keys_;
+  std::vector<int> vals_;
+  size_t mask_;
+};
+
+struct BpeEncoder::Scratch {
+  struct Sym {
+    int id;  // piece id; -1 a character outside the vocabulary; kDead merged away
+    int prev, next;
+    uint32_t begin, len;
+  };
+  struct Cand {
+    float score;
+    int left, right;
+    int lid, rid, mid;
+  };
+  uint64_t owner = 0;
+  std::string norm;
+  std::vector<Sym> syms;
+  std::vector<Cand> heap;
+  std::unique_ptr<Slot[]> cache;
+};
+
+BpeEncoder::BpeEncoder() = default;
+BpeEncoder::~BpeEncoder() = default;
+
+std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std::string* why_not) {
+  ModelFacts f;
+  if (!ParseModelFacts(serialized, &f)) {
+    *why_not = "the model's protobuf does not parse";
+    return nullptr;
+  }
+  if (f.odd_enum) {
+    *why_not = "the model holds an enum value SentencePiece's proto does not define";
+    return nullptr;
+  }
+  if (f.model_type != 2) {
+    *why_not = "not a BPE model";
+    return nullptr;
+  }
+  if (!f.escape_whitespaces) {
+    // SentencePiece's BPE trainer refuses this setting, so no trained model has it to test on.
+    *why_not = "escape_whitespaces is off";
+    return nullptr;
+  }
+  auto e = std::unique_ptr<BpeEncoder>(new BpeEncoder());
+  e->serial_ = ++g_serial;
+  e->byte_fallback_ = f.byte_fallback;
+  e->space_ = f.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
+  const int n = static_cast<int>(f.pieces.size());
+  std::unordered_map<std::string_view, int> normal;  // NORMAL and USER_DEFINED: SentencePiece's pieces_
+  std::unordered_set<std::string_view> seen;
+  std::vector<std::string> user_strings;
+  e->unk_id_ = -1;
+  e->is_user_.assign(n, false);
+  for (int i = 0; i < n; ++i) {
+    const ModelPiece& p = f.pieces[i];
+    if (p.piece.empty()) {
+      *why_not = "an empty piece";
+      return nullptr;
+    }
+    if (!seen.insert(p.piece).second) {
+      *why_not = "piece '" + p.piece + "' is given twice";
+      return nullptr;
+    }
+    if (std::isnan(p.score)) {
+      *why_not = "a piece scores NaN";
+      return nullptr;
+    }
+    const bool one_char = OneCharLen(static_cast<unsigned char>(p.piece[0])) == p.piece.size();
+    switch (p.type) {
+      case PieceType::kUnused:
+        *why_not = "the model has UNUSED pieces";
+        return nullptr;
+      case PieceType::kNormal:
+        normal.emplace(p.piece, i);
+        break;
+      case PieceType::kUserDefined:
+        normal.emplace(p.piece, i);
+        e->is_user_[i] = true;
+        user_strings.push_back(p.piece);
+        break;
+      case PieceType::kUnknown:
+        if (e->unk_id_ < 0) e->unk_id_ = i;
+        [[fallthrough]];
+      case PieceType::kControl:
+      case PieceType::kByte:
+        if (one_char) {
+          *why_not = "reserved piece '" + p.piece + "' is one character";
+          return nullptr;
+        }
+        break;
+    }
+  }
+  if (e->unk_id_ < 0) {
+    *why_not = "no <unk> piece";
+    return nullptr;
+  }
+  for (const auto& u : user_strings) {
+    if (u.find('\0') != std::string::npos || !IsValidUtf8(u)) {
+      *why_not = "a user-defined symbol is not valid UTF-8 text";
+      return nullptr;
+    }
+  }
+  e->users_ = std::make_unique<UserSymbols>(user_strings);
+  e->normalizer_ = Normalizer::Create(f, e->users_.get(), why_not);
+  if (e->normalizer_ == nullptr) return nullptr;
+
+  // Byte fallback ids: PieceToId("<0xNN>"), <unk> when absent.
+  std::unordered_map<std::string_view, int> all;
+  for (int i = 0; i < n; ++i) all.emplace(f.pieces[i].piece, i);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    auto it = all.find(name);
+    e->byte_id_[b] = it == all.end() ? e->unk_id_ : it->second;
+  }
+  size_t single = 0;
+  for (int c = 0; c < 128; ++c) {
+    char ch = static_cast<char>(c);
+    auto it = normal.find(std::string_view(&ch, 1));
+    e->ascii_id_[c] = it == normal.end() ? -1 : it->second;
+  }
+  for (const auto& [s, id] : normal) single += s.size() <= 4;
+  e->chars_ = std::make_unique<CharTable>(single);
+  for (const auto& [s, id] : normal) {
+    if (s.size() <= 4 && OneCharLen(static_cast<unsigned char>(s[0])) == s.size()) {
+      e->chars_->Insert(s, id);
+    }
+  }
+
+  // The merge table: every split of a piece into two pieces at a character boundary.
+  size_t splits = 0;
+  for (const auto& [s, id] : normal) splits += s.size();
+  e->pairs_ = std::make_unique<PairTable>(splits);
+  bool cache_ok = true;
+  const std::string_view sp = e->space_;
+  for (const auto& [s, id] : normal) {
+    for (size_t pos = s.find(sp, 1); pos != std::string_view::npos; pos = s.find(sp, pos + 1)) {
+      if (pos < sp.size() || s.compare(pos - sp.size(), sp.size(), sp) != 0) cache_ok = false;
+    }
+    // A user-defined piece is never the result of a merge: where the text holds it, the prefix
+    // matcher has already made it one frozen symbol (a merge starts at an unfrozen symbol, where
+    // no user-defined symbol is a prefix of the text).
+    if (e->is_user_[id]) continue;
+    for (size_t cut = OneCharLen(static_cast<unsigned char>(s[0])); cut < s.size();
+         cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
+      std::string_view a = s.substr(0, cut), b = s.substr(cut);
+      auto ia = normal.find(a), ib = normal.find(b);
+      auto is_char = [](std::string_view x) {
+        return OneCharLen(static_cast<unsigned char>(x[0])) == x.size();
+      };
+      if (ia != normal.end() && ib != normal.end()) {
+        if (!e->is_user_[ia->second] && !e->is_user_[ib->second]) {
+          e->pairs_->Insert(ia->second, ib->second, Pair{id, f.pieces[id].score});
+        }
+      } else if ((ia != normal.end() || is_char(a)) && (ib != normal.end() || is_char(b))) {
+        *why_not = "piece '" + std::string(s) + "' merges from a character outside the vocabulary";
+        return nullptr;
+      }
+    }
+  }
+  e->chunk_cache_ = cache_ok;
+  e->use_cache_ = cache_ok;
+  for (const auto& u : user_strings) e->user_ids_.emplace(u, normal.at(u));
+  return e;
+}
+
+int BpeEncoder::SymbolId(std::string_view ch) const {
+  if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 0x80) {
+    return ascii_id_[static_cast<unsigned char>(ch[0])];
+  }
+  return ch.size() <= 4 ? chars_->Find(ch) : -1;
+}
+
+void BpeEncoder::EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* ids,
+                            bool* prev_unk) const {
+  auto& syms = sc->syms;
+  syms.clear();
+  const bool users = !users_->empty();
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 0;
+    int id;
+    if (users && (len = users_->Match(s.substr(i))) > 0) {
+      id = user_ids_.at(std::string(s.substr(i, len)));
+    } else {
+      len = std::min(OneCharLen(static_cast<unsigned char>(s[i])), s.size() - i);
+      id = SymbolId(s.substr(i, len));
+    }
+    const int k = static_cast<int>(syms.size());
+    syms.push_back({id, k - 1, k + 1, static_cast<uint32_t>(i), static_cast<uint32_t>(len)});
+    i += len;
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  // SentencePiece's agenda: highest score first; equal scores, the leftmost pair.
+  auto& heap = sc->heap;
+  heap.clear();
+  auto less = [](const Scratch::Cand& a, const Scratch::Cand& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  auto add = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const Pair* p = pairs_->Find(syms[l].id, syms[r].id);
+    if (p == nullptr) return;
+    heap.push_back({p->score, l, r, syms[l].id, syms[r].id, p->id});
+    std::push_heap(heap.begin(), heap.end(), less);
+  };
+  for (size_t i = 1; i < syms.size(); ++i) add(static_cast<int>(i - 1), static_cast<int>(i));
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), less);
+    const Scratch::Cand c = heap.back();
+    heap.pop_back();
+    auto& l = syms[c.left];
+    auto& r = syms[c.right];
+    if (l.id != c.lid || r.id != c.rid || l.next != c.right) continue;  // stale
+    l.id = c.mid;
+    l.len += r.len;
+    l.next = r.next;
+    if (r.next >= 0) syms[r.next].prev = c.left;
+    r.id = kDead;
+    add(l.prev, c.left);
+    add(c.left, l.next);
+  }
+
+  for (int k = 0; k != -1; k = syms[k].next) {
+    const auto& y = syms[k];
+    if (y.id >= 0) {
+      ids->push_back(y.id);
+      *prev_unk = false;
+    } else if (byte_fallback_) {
+      for (uint32_t b = 0; b < y.len; ++b) {
+        ids->push_back(byte_id_[static_cast<unsigned char>(s[y.begin + b])]);
+      }
+    } else {
+      if (!*prev_unk) ids->push_back(unk_id_);
+      *prev_unk = true;
+    }
+  }
+}
+
+bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
+  thread_local std::unique_ptr<Scratch> owned;
+  if (owned == nullptr) owned = std::make_unique<Scratch>();
+  Scratch* sc = owned.get();
+  if (!normalizer_->Normalize(text, &sc->norm)) return false;
+  const std::string_view s = sc->norm;
+  bool prev_unk = false;
+  if (!use_cache_) {
+    EncodeSpan(s, sc, ids, &prev_unk);
+    return true;
+  }
+  if (sc->cache == nullptr) {
+    sc->cache.reset(new Slot[kCacheSlots]);
+    std::memset(static_cast<void*>(sc->cache.get()), 0, kCacheSlots * sizeof(Slot));
+    sc->owner = serial_;
+  } else if (sc->owner != serial_) {
+    std::memset(static_cast<void*>(sc->cache.get()), 0, kCacheSlots * sizeof(Slot));
+    sc->owner = serial_;
+  }
+  const std::string_view sp = space_;
+  const size_t L = sp.size();
+  size_t pos = 0;
+  while (pos < s.size()) {
+    // A chunk: a run of whitespace symbols, then everything up to the next one.
+    size_t q = pos;
+    while (q + L <= s.size() && std::memcmp(s.data() + q, sp.data(), L) == 0) q += L;
+    size_t next = s.size();
+    if (q < s.size()) {
+      const char* from = s.data() + q;
+      const char* end = s.data() + s.size();
+      while (true) {
+        const char* hit = static_cast<const char*>(std::memchr(from, sp[0], end - from));
+        if (hit == nullptr) break;
+        if (static_cast<size_t>(end - hit) >= L && std::memcmp(hit, sp.data(), L) == 0) {
+          next = static_cast<size_t>(hit - s.data());
+          break;
+        }
+        from = hit + 1;
+      }
+    }
+    const std::string_view chunk = s.substr(pos, next - pos);
+    pos = next;
+    if (chunk.size() > kCacheKeyBytes) {
+      EncodeSpan(chunk, sc, ids, &prev_unk);
+      continue;
+    }
+    Slot& slot = sc->cache[Hash64(chunk) & (kCacheSlots - 1)];
+    if (slot.key_len == chunk.size() && std::memcmp(slot.key, chunk.data(), chunk.size()) == 0) {
+      ids->insert(ids->end(), slot.ids, slot.ids + slot.n_ids);
+      prev_unk = false;
+      continue;
+    }
+    const bool unk_before = prev_unk;
+    const size_t before = ids->size();
+    EncodeSpan(chunk, sc, ids, &prev_unk);
+    const size_t got = ids->size() - before;
+    if (got > kCacheIds) continue;
+    if (!byte_fallback_) {
+      if (unk_before) continue;
+      if (std::find(ids->begin() + before, ids->end(), unk_id_) != ids->end()) continue;
+    }
+    slot.key_len = static_cast<uint8_t>(chunk.size());
+    slot.n_ids = static_cast<uint8_t>(got);
+    std::memcpy(slot.key, chunk.data(), chunk.size());
+    std::copy(ids->begin() + before, ids->end(), slot.ids);
+  }
+  return true;
+}
+
+}  // namespace grist::tokenize::internal

@@ -1,0 +1,90 @@
+// grist's own encoder for SentencePiece BPE models, giving exactly SentencePiece's ids.
+//
+// What it reproduces (SentencePiece 0.1.97 to 0.2.x, which agree on all of it):
+// - the normalizer (normalizer.h);
+// - bpe_model.cc's segmentation: the normalized text is cut into characters (a user-defined
+//   symbol, longest byte-prefix match, is one frozen symbol that never merges); then, over and
+//   over, the adjacent pair whose concatenation is a vocabulary piece (NORMAL or USER_DEFINED)
+//   with the highest score is merged, ties going to the leftmost pair;
+// - the id of each final symbol: its piece; a character outside the vocabulary is <unk>, which
+//   byte fallback writes as its UTF-8 bytes (<0xNN>, one id per byte) and which, without byte
+//   fallback, is merged with an <unk> right before it (sentencepiece_processor.cc).
+//
+// Create() refuses (nullptr, with the reason) every model where an exact result is not assured:
+// not BPE; escape_whitespaces off (SentencePiece's BPE trainer refuses it); UNUSED pieces (SentencePiece resegments them through a map whose last writer wins);
+// a piece given twice; a reserved piece (control, unknown, byte) that is one character (the
+// model would return it for that character); a piece that merges from a character outside the
+// vocabulary; a NaN score; a precompiled charsmap that is malformed. The caller then encodes with
+// SentencePiece.
+//
+// Chunk cache: when no vocabulary piece holds a whitespace symbol right after another character,
+// no piece can span the start of a whitespace run, so the text splits there into chunks that
+// encode independently; then each thread keeps a direct-mapped cache of chunk -> ids
+// (kCacheSlots slots of 64 bytes: 4 MiB per encoding thread, chunks of at most 30 bytes and 8
+// ids). The ids do not depend on what the cache holds, so output is deterministic.
+//
+// Thread safety: immutable after Create; Encode may be called concurrently (per-thread scratch).
+#ifndef GRIST_TOKENIZE_INTERNAL_BPE_H_
+#define GRIST_TOKENIZE_INTERNAL_BPE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenize/internal/model_proto.h"
+#include "tokenize/internal/normalizer.h"
+
+namespace grist::tokenize::internal {
+
+class BpeEncoder {
+ public:
+  static constexpr size_t kCacheSlots = size_t{1} << 16;
+  static constexpr size_t kCacheSlotBytes = 64;
+
+  // nullptr and *why_not when the model is outside what this encoder reproduces exactly.
+  static std::unique_ptr<BpeEncoder> Create(std::string_view serialized_model,
+                                            std::string* why_not);
+  ~BpeEncoder();
+
+  // Appends SentencePiece's ids for `text` to *ids. False (with *ids as it was) when the text
+  // meets a case SentencePiece leaves undefined (see Normalizer::Normalize): encode it with
+  // SentencePiece then.
+  bool Encode(std::string_view text, std::vector<int>* ids) const;
+
+  // Whether the chunk cache is in use (see the file comment).
+  bool chunk_cache() const { return chunk_cache_; }
+  // Set false to encode without the cache (tests compare both ways).
+  void set_use_cache(bool use) { use_cache_ = use && chunk_cache_; }
+
+ private:
+  struct Pair;
+  class PairTable;
+  class CharTable;
+  struct Scratch;
+  BpeEncoder();
+  // The ids of the normalized span `s`, appended; *prev_unk carries the <unk> merge state.
+  void EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* ids, bool* prev_unk) const;
+  int SymbolId(std::string_view ch) const;
+
+  uint64_t serial_ = 0;  // tells this encoder's per-thread cache from another's
+  std::unique_ptr<UserSymbols> users_;
+  std::unique_ptr<Normalizer> normalizer_;
+  std::unique_ptr<PairTable> pairs_;
+  std::unique_ptr<CharTable> chars_;
+  std::vector<bool> is_user_;  // by id
+  std::unordered_map<std::string, int> user_ids_;
+  int byte_id_[256] = {};      // <0xNN> ids for byte fallback
+  int ascii_id_[128] = {};     // id of each one-byte character, -1 outside the vocabulary
+  int unk_id_ = 0;
+  bool byte_fallback_ = false;
+  bool chunk_cache_ = false;
+  bool use_cache_ = false;
+  std::string_view space_;  // U+2581, or ' ' without escape_whitespaces
+};
+
+}  // namespace grist::tokenize::internal
+
+#endif  // GRIST_TOKENIZE_INTERNAL_BPE_H_

@@ -252,14 +252,23 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
     max_ws = std::max(max_ws, chunk_cp);
     cp += chunk_cp;
     const size_t n = static_cast<size_t>(p - t);
-    // Fast paths: ASCII letters ("word"), and ASCII letters then one of , ; : ! ? ("word,"),
-    // which spaCy splits the same way unless the letters are a contraction ("dont").
+    // Fast paths: ASCII letters ("word"), and ASCII letters then one of , ; : ! ? ("word,") or a
+    // period, which spaCy splits the same way unless the letters are a contraction ("dont").
     size_t word_len = n;
     if (!letters && n >= 2 && (t[n - 1] == ',' || t[n - 1] == ';' || t[n - 1] == ':' ||
                                t[n - 1] == '!' || t[n - 1] == '?')) {
       bool all = true;
       for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kAlpha;
       if (all) word_len = n - 1;
+    }
+    // "word." with a lower-case last letter: spaCy splits off the period unless the chunk is an
+    // abbreviation ("co.", "vs.", "Inc.").
+    if (!letters && n >= 3 && t[n - 1] == '.' && t[n - 2] >= 'a' && t[n - 2] <= 'z') {
+      bool all = true;
+      for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kAlpha;
+      if (all && !IsSpecialWhole(std::string_view(reinterpret_cast<const char*>(t), n))) {
+        word_len = n - 1;
+      }
     }
     if ((letters || word_len < n) && !IsLetterSpecial(t, word_len)) {
       WordInfo w{};

@@ -279,6 +279,9 @@ size_t PrefixLen(const SplitScratch& s, size_t b, size_t e) {
     return 0;
   }
   if (c == 0xA7 || c == '%' || c == '=' || c == 0x2014 || c == 0x2013) return 1;
+  // the currencies "US$" "C$" "A$"
+  if (c == 'U' && b + 2 < e && s.cp[b + 1] == 'S' && s.cp[b + 2] == '$') return 3;
+  if ((c == 'C' || c == 'A') && b + 1 < e && s.cp[b + 1] == '$') return 2;
   if (c == '+') return b + 1 < e && IsDigit(s.cp[b + 1]) ? 0 : 1;
   if (IsSpacyPunct(c) || IsQuote(c) || IsCurrency(c) || IsIcon(c)) return 1;
   return 0;
@@ -456,6 +459,18 @@ void Decode(std::string_view chunk, SplitScratch* s) {
 }
 
 }  // namespace
+
+bool IsSpecialWhole(std::string_view v) {
+  if (v.size() > SpecialTables::kMaxAbbrev) return false;
+  const SpecialTables& t = Tables();
+  const uint64_t h = KeyHash(v);
+  auto it = std::lower_bound(t.abbrev.begin(), t.abbrev.end(), h,
+                             [](const auto& x, uint64_t y) { return x.first < y; });
+  for (; it != t.abbrev.end() && it->first == h; ++it) {
+    if (it->second == v) return true;
+  }
+  return false;
+}
 
 bool IsTerminalPunctuation(int32_t cp) {
   if (cp < 0x80) return cp == '.' || cp == '!' || cp == '?';

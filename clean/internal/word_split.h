@@ -33,6 +33,9 @@ struct SplitScratch {
 // Appends the tokens of `chunk` (no whitespace inside, valid UTF-8) to *out, in order.
 void SplitChunk(std::string_view chunk, SplitScratch* scratch, std::vector<TokenSpan>* out);
 
+// True when `chunk` is one of the abbreviations or emoticons spaCy keeps whole ("Mr.", "e.g.", ":)").
+bool IsSpecialWhole(std::string_view chunk);
+
 // Character sets of datatrove (datatrove/utils/text.py) and spaCy's sentencizer.
 // TERMINAL_PUNCTUATION: Unicode's sentence terminals ("." "!" "?" and their kin in other scripts);
 // FineWeb's line_punct rule and the sentencizer's boundaries use it.

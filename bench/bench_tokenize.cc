@@ -21,6 +21,7 @@
 #include "bench/corpus_sample.h"
 #include "bench/harness.h"
 #include "bench/registry.h"
+#include "bench/tokenize_peers.h"
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/records.h"
@@ -252,6 +253,9 @@ BenchRunner Setup(CLI::App* app) {
     cpu.target = ">= 0.9 x peer (per-thread efficiency)";
     report.AddFigure(cpu);
     report.AddNote(absl::StrCat("tokens: ", tokens, "; grist reads JSON Lines, spm_encode plain text"));
+    RETURN_IF_ERROR(AddTokenizePeerFigures(&report, f->options, f->model,
+                                           JoinPath(f->work, "text.txt"), threads,
+                                           Stats::Of(drop_warmup(ours_cpu)), ours));
     return report.Finish();
   };
 }

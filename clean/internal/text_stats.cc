@@ -232,19 +232,20 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
     // A chunk: the run up to the next whitespace.
     const uint8_t* t = p;
     uint64_t chunk_cp = 0;
-    bool letters = true;
+    bool letters = true, digits = true;
     while (p < end) {
       if (*p < 0x80) {
         uint8_t cls = kAscii.cls[*p];
         if (cls == kWs) break;
         letters &= cls == kAlpha;
+        digits &= cls == kDigit;
         ++p;
         ++chunk_cp;
         continue;
       }
       Char d = At(p, end);
       if (d.cls == kWs) break;
-      letters = false;
+      letters = digits = false;
       p += d.len;
       ++chunk_cp;
     }
@@ -269,6 +270,26 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
       if (all && !IsSpecialWhole(std::string_view(reinterpret_cast<const char*>(t), n))) {
         word_len = n - 1;
       }
+    }
+    // ASCII digits ("2005"), alone or before , ; : ! ? or a period ("2005." -> "2005" "."): spaCy
+    // has no rule that splits or joins them.
+    if (!letters && !digits && n >= 2 &&
+        (t[n - 1] == ',' || t[n - 1] == ';' || t[n - 1] == ':' || t[n - 1] == '!' ||
+         t[n - 1] == '?' || t[n - 1] == '.')) {
+      bool all = true;
+      for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kDigit;
+      if (all) {
+        digits = true;
+        word_len = n - 1;
+      }
+    }
+    if (digits) {
+      WordInfo w{};
+      w.hash = TokenHash(t, word_len);
+      w.cp = static_cast<uint32_t>(word_len);
+      words->push_back(w);
+      if (word_len < n) words->push_back(TokenInfo(t + word_len, 1, stop));
+      continue;
     }
     if ((letters || word_len < n) && !IsLetterSpecial(t, word_len)) {
       WordInfo w{};

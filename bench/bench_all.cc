@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -223,6 +224,23 @@ absl::Status RunAll(const AllFlags& flags) {
                     has_md ? absl::StrCat("[", out.name, ".md](", out.name, "/", out.name, ".md)") : "-",
                     " | ", out.status == "skipped" ? "-" : absl::StrCat("[log](", out.name, "/log.txt)"),
                     " |\n");
+  }
+  // Every figure of every bench in one table, each beside its peer (the rows of the benches'
+  // own tables, with the bench named).
+  md += "\n## Every figure and its peer\n\n"
+        "| bench | figure | grist (median [min, max]) | peer / ceiling | peer (median) | ratio | "
+        "target |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& out : outcomes) {
+    if (out.status == "skipped") continue;
+    auto bench_md = ReadFileToString(env, JoinPath(o.output_dir, absl::StrCat(out.name, "/", out.name, ".md")));
+    if (!bench_md.ok()) continue;
+    for (absl::string_view line : absl::StrSplit(*bench_md, '\n')) {
+      if (!absl::StartsWith(line, "| ") || absl::StartsWith(line, "| figure ") ||
+          absl::StartsWith(line, "|---")) {
+        continue;
+      }
+      absl::StrAppend(&md, "| ", out.name, " ", line, "\n");
+    }
   }
   for (const auto& out : outcomes) {
     if (out.status == "skipped") continue;

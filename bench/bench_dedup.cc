@@ -1,7 +1,11 @@
-// `grist bench dedup`: MinHash signature throughput per thread on real text beside two peers
-// measured in the same run (the same algorithm as a plain scalar loop, and a datasketch-style
-// numpy implementation in Python), the whole dedup of the shared corpus per stage, and peak memory
-// beside the --memory-limit for an input, the same input replicated 4x, and 4 near copies of it.
+// `grist bench dedup`: MinHash signatures and the whole dedup per core beside the tools a user would
+// pick instead, in the same run on the same documents (bench/python/bench_dedup_peers.py: datasketch
+// MinHash.update_batch + MinHashLSH, rensa RMinHash + RMinHashLSH, datatrove's MinHash dedup
+// stages), with each one's precision and recall against the exact Jaccard of the sample's pairs;
+// then signature throughput per thread (an in-project scalar loop as an extra line), the whole dedup
+// of the shared corpus per stage, and peak memory beside the --memory-limit for an input, the same
+// input replicated 4x, and 4 near copies of it.
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,8 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/harness.h"
+#include "bench/python_peer.h"
 #include "bench/registry.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/progress.h"
 #include "common/records.h"
@@ -39,7 +45,7 @@ struct DedupBenchFlags {
   std::string corpus;
   std::vector<int> threads;
   int e2e_repetitions = 1;
-  uint64_t sample_mb = 4;
+  uint64_t sample_mb = 2;
 };
 
 std::string DefaultCorpus() {
@@ -139,37 +145,197 @@ double SignatureMBps(const std::vector<std::string>& docs, int threads, bool sca
   return static_cast<double>(bytes) / s / 1e6;
 }
 
-// The datasketch peer: MinHash.update_batch's arithmetic ((a * h + b) mod (2^61 - 1), masked to
-// 32 bits, with SHA-1 shingle hashes) in numpy, on one thread, over the same documents.
-constexpr char kDatasketchPeer[] = R"PY(
-import json, re, sys, time, hashlib
-import numpy as np
-docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
-mersenne = np.uint64((1 << 61) - 1); max_hash = np.uint64((1 << 32) - 1)
-gen = np.random.RandomState(1)
-a = gen.randint(1, (1 << 61) - 1, size=112, dtype=np.uint64)
-b = gen.randint(0, (1 << 61) - 1, size=112, dtype=np.uint64)
-word = re.compile(r"[^\W_]+")
-def shingles(t):
-    w = word.findall(t.lower())
-    return {" ".join(w[i:i + 5]) for i in range(max(1, len(w) - 4))} if w else set()
-nbytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
-t0 = time.perf_counter()
-for d in docs:
-    s = shingles(d)
-    if not s:
-        continue
-    hv = np.array([int.from_bytes(hashlib.sha1(x.encode("utf-8", "surrogatepass")).digest()[:4], "little") for x in s], dtype=np.uint64, ndmin=2).T
-    with np.errstate(over="ignore"):
-        phv = np.bitwise_and((hv * a + b) % mersenne, max_hash)
-    sig = phv.min(axis=0)
-print(nbytes / (time.perf_counter() - t0) / 1e6)
-)PY";
+// CPU time (user + system) of this process, all threads.
+double ProcessCpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec * 1e-6;
+}
 
-std::string PythonWithNumpy() {
-  std::string py = FindPython("", "numpy");
-  auto r = RunCommand(absl::StrCat(py, " -c 'import numpy' 2>/dev/null"));
-  return r.ok() && r->exit_code == 0 ? py : "";
+// The peers' sample: documents of `docs` up to `max_bytes`, and after every one of the first three
+// of each four a near copy: one word prepended (Jaccard ~1), every 40th word replaced (~0.78, at
+// the threshold) or every 20th (~0.6, below it): known pairs on both sides of 0.8 in real text.
+std::vector<std::string> PeerSample(const std::vector<std::string>& docs, uint64_t max_bytes) {
+  std::vector<std::string> out;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < docs.size() && bytes < max_bytes; ++i) {
+    out.push_back(docs[i]);
+    bytes += docs[i].size();
+    const int kind = static_cast<int>(i % 4);
+    if (kind == 3) continue;
+    std::string copy;
+    if (kind == 0) {
+      copy = "copy " + docs[i];
+    } else {
+      const int every = kind == 1 ? 40 : 20;
+      int word = 0;
+      bool in_word = false;
+      for (char c : docs[i]) {
+        bool space = c == ' ' || c == '\n';
+        if (!space && !in_word && ++word % every == 0) copy += "zzedit";
+        in_word = !space;
+        if (!space && word % every == 0) continue;
+        copy.push_back(c);
+      }
+    }
+    bytes += copy.size();
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+// grist's near-duplicate pairs of `docs` as the dedup stage finds them: MinHash (num_perm, seed),
+// documents sharing a band of bands x rows are candidates, kept when their exact Jaccard reaches
+// the threshold.
+std::vector<std::pair<uint32_t, uint32_t>> GristPairs(const std::vector<std::string>& docs,
+                                                      const dedup::DedupOptions& o) {
+  const dedup::MinHasher mh(o.num_perm, o.seed);
+  std::vector<std::vector<uint64_t>> sets(docs.size());
+  std::vector<uint64_t> sigs(docs.size() * static_cast<size_t>(o.num_perm));
+  std::string scratch;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    dedup::ShingleHashes(docs[i], o.shingle, &sets[i], &scratch);
+    mh.Compute(sets[i], &sigs[i * static_cast<size_t>(o.num_perm)]);
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> keys;
+  std::vector<std::pair<uint32_t, uint32_t>> cand;
+  for (int band = 0; band < o.bands; ++band) {
+    keys.clear();
+    for (size_t i = 0; i < docs.size(); ++i) {
+      if (sets[i].empty()) continue;
+      const uint64_t* row = &sigs[i * static_cast<size_t>(o.num_perm) + static_cast<size_t>(band * o.rows)];
+      keys.emplace_back(Hash64(row, sizeof(uint64_t) * static_cast<size_t>(o.rows), static_cast<uint64_t>(band)),
+                        static_cast<uint32_t>(i));
+    }
+    std::sort(keys.begin(), keys.end());
+    for (size_t x = 0; x < keys.size();) {
+      size_t y = x;
+      while (y < keys.size() && keys[y].first == keys[x].first) ++y;
+      for (size_t p = x; p < y; ++p) {
+        for (size_t q = p + 1; q < y; ++q) cand.emplace_back(keys[p].second, keys[q].second);
+      }
+      x = y;
+    }
+  }
+  std::sort(cand.begin(), cand.end());
+  cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& [a, b] : cand) {
+    if (!o.verify || dedup::JaccardSorted(sets[a], sets[b]) >= o.threshold) out.emplace_back(a, b);
+  }
+  return out;
+}
+
+// datasketch, rensa and datatrove beside grist on the same sample (see the file comment).
+absl::Status PeerFigures(Report* report, const DedupBenchFlags& f, const std::vector<std::string>& docs,
+                         const std::string& tmp) {
+  Env* env = Env::Default();
+  const uint64_t max_bytes = f.options.quick ? (1u << 20) : (f.sample_mb << 20);
+  std::vector<std::string> sample = PeerSample(docs, max_bytes);
+  std::string jsonl;
+  uint64_t bytes = 0;
+  for (const auto& d : sample) {
+    Document doc;
+    doc.text = d;
+    jsonl += SerializeRecord(doc) + "\n";
+    bytes += d.size();
+  }
+  const std::string path = tmp + "/peer_sample.jsonl";
+  RETURN_IF_ERROR(WriteFileAtomic(env, path, jsonl));
+  dedup::DedupOptions o;
+  std::string pairs_text;
+  for (const auto& [a, b] : GristPairs(sample, o)) absl::StrAppend(&pairs_text, a, " ", b, "\n");
+  RETURN_IF_ERROR(WriteFileAtomic(env, tmp + "/grist_pairs.txt", pairs_text));
+  const std::string what = absl::StrFormat("%zu docs, %s (with near copies)", sample.size(),
+                                           HumanBytes(static_cast<double>(bytes)));
+  report->SetParam("peer sample", absl::StrCat(what, "; threshold 0.8, 14 bands x 8 rows, 112 "
+                                               "permutations, word 5-grams, for every tool"));
+  ASSIGN_OR_RETURN(Stats sig, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+    return SignatureMBps(sample, 1, false, false, true);
+  }));
+  // The whole dedup of the sample (exact + near, verified, output written), one thread, per
+  // CPU-second of the process.
+  RunOptions run;
+  run.threads = 1;
+  run.progress = false;
+  dedup::DedupOptions whole_o;
+  whole_o.work_dir = tmp + "/peer_work";
+  ASSIGN_OR_RETURN(Stats whole, Repeat(f.options, [&]() -> absl::StatusOr<double> {
+    RETURN_IF_ERROR(env->RemoveAll(tmp + "/peer_out"));
+    const double t0 = ProcessCpuSeconds();
+    ASSIGN_OR_RETURN(auto rep, dedup::RunDedup(env, {path}, tmp + "/peer_out", whole_o, run));
+    (void)rep;
+    return static_cast<double>(bytes) / 1e6 / (ProcessCpuSeconds() - t0);
+  }));
+  Options once = f.options;
+  once.repetitions = std::max(1, std::min(f.options.repetitions, 2));
+  auto peer = RunPythonPeer("bench_dedup_peers.py", "datasketch,rensa,datatrove,orjson",
+                            {path, "--grist-pairs", tmp + "/grist_pairs.txt", "--repetitions",
+                             std::to_string(once.repetitions), "--warmup", "0"});
+  std::string note = peer.ok() ? "" : std::string(peer.status().message());
+  const std::string json = peer.ok() ? peer->json : "";
+  auto stats_of = [&](const std::string& key) -> std::optional<Stats> {
+    std::vector<double> v = PeerJsonNumbers(json, key);
+    if (v.empty()) return std::nullopt;
+    return Stats::Of(v);
+  };
+  auto why = [&](const std::string& name) {
+    if (!note.empty()) return note;
+    std::string e = PeerJsonString(json, name + "_error");
+    return e.empty() ? std::string("peer gave no figure") : e;
+  };
+  auto label = [&](const std::string& name) {
+    std::string v = PeerJsonString(json, name + "_version");
+    return v.empty() ? name : absl::StrCat(name, " ", v);
+  };
+  Figure s1{absl::StrCat("MinHash signatures per core (text to signature), ", what), "MB/s", sig,
+            absl::StrCat(label("rensa"), " RMinHash.update, per core"), stats_of("rensa_sig_mb_per_s")};
+  s1.target = ">= 5 x rensa";
+  if (!s1.peer) s1.peer_note = why("rensa");
+  report->AddFigure(s1);
+  Figure s2{absl::StrCat("MinHash signatures per core (text to signature), ", what), "MB/s", sig,
+            absl::StrCat(label("datasketch"), " MinHash.update_batch, per core"),
+            stats_of("datasketch_sig_mb_per_s")};
+  if (!s2.peer) s2.peer_note = why("datasketch");
+  report->AddFigure(s2);
+  Figure w1{absl::StrCat("whole dedup per core, ", what), "MB/s", whole,
+            absl::StrCat(label("datasketch"), " update_batch + MinHashLSH insert/query, per core"),
+            stats_of("datasketch_whole_mb_per_s")};
+  w1.target = ">= 20 x datasketch";
+  if (!w1.peer) w1.peer_note = why("datasketch");
+  report->AddFigure(w1);
+  Figure w2{absl::StrCat("whole dedup per core, ", what), "MB/s", whole,
+            absl::StrCat(label("rensa"), " RMinHash + RMinHashLSH insert/query, per core"),
+            stats_of("rensa_whole_mb_per_s")};
+  if (!w2.peer) w2.peer_note = why("rensa");
+  report->AddFigure(w2);
+  Figure w3{absl::StrCat("whole dedup per core, ", what), "MB/s", whole,
+            absl::StrCat(label("datatrove"), " MinHash stages 1-4 (LocalPipelineExecutor, 1 worker)"),
+            stats_of("datatrove_whole_mb_per_s")};
+  if (!w3.peer) w3.peer_note = why("datatrove");
+  report->AddFigure(w3);
+  if (peer.ok()) {
+    const double truth = PeerJsonNumber(json, "truth_pairs");
+    for (const char* metric : {"precision", "recall"}) {
+      const double ours = PeerJsonNumber(json, absl::StrCat("grist_", metric), -1);
+      for (const char* name : {"datasketch", "rensa", "datatrove"}) {
+        const double theirs = PeerJsonNumber(json, absl::StrCat(name, "_", metric), -1);
+        Figure fig{absl::StrFormat("%s vs exact Jaccard >= 0.8 (%.0f true pairs)", metric, truth),
+                   "", Stats::Of({ours}), label(name),
+                   theirs < 0 ? std::nullopt : std::optional<Stats>(Stats::Of({theirs}))};
+        if (theirs < 0) fig.peer_note = why(name);
+        fig.target = "at least the peer's";
+        report->AddFigure(fig);
+      }
+    }
+    report->AddNote(absl::StrFormat(
+        "pairs reported on the sample: grist %.0f (verified), datasketch %.0f, rensa %.0f, "
+        "datatrove %.0f (every pair inside its clusters); true pairs %.0f",
+        PeerJsonNumber(json, "grist_reported"), PeerJsonNumber(json, "datasketch_reported"),
+        PeerJsonNumber(json, "rensa_reported"), PeerJsonNumber(json, "datatrove_reported"), truth));
+  }
+  return absl::OkStatus();
 }
 
 std::string SelfExe() {
@@ -269,7 +435,7 @@ absl::Status Run(const DedupBenchFlags& f) {
       ASSIGN_OR_RETURN(Stats scalar, Repeat(f.options, [&]() -> absl::StatusOr<double> {
         return SignatureMBps(docs, t, true);
       }));
-      Figure sig{"signatures, total", "MB/s", ours, "same MinHash as a scalar loop", scalar};
+      Figure sig{"signatures, total", "MB/s", ours, "extra: same MinHash as a scalar loop (in-project)", scalar};
       dedup::DedupOptions o;
       o.work_dir = tmp + "/sweep/work";
       o.split_bytes = 4u << 20;  // enough splits to feed the threads
@@ -309,7 +475,7 @@ absl::Status Run(const DedupBenchFlags& f) {
       return SignatureMBps(docs, t, true) / t;
     }));
     Figure fig{absl::StrFormat("signatures, %d thread(s), per thread", t), "MB/s", ours,
-               "same MinHash as a scalar loop", scalar};
+               "extra: same MinHash as a scalar loop (in-project)", scalar};
     fig.target = ">= 100 MB/s per core";
     report.AddFigure(fig);
     if (t == 1) one_thread = ours;
@@ -328,7 +494,7 @@ absl::Status Run(const DedupBenchFlags& f) {
       return SignatureMBps(docs, 1, true, false, true);
     }));
     Figure fig{"signatures per CPU-second (thread CPU time)", "MB/s", ours,
-               "same MinHash as a scalar loop, per CPU-second", scalar};
+               "extra: same MinHash as a scalar loop (in-project), per CPU-second", scalar};
     fig.target = ">= 100 MB/s per core";
     report.AddFigure(fig);
   }
@@ -338,47 +504,8 @@ absl::Status Run(const DedupBenchFlags& f) {
   report.AddNote(absl::StrFormat(
       "shingling + hashing alone (no MinHash): %.1f MB/s per CPU-second", shingle_only.median));
 
-  // datasketch-style numpy peer on a sample (Python is ~100x slower: a sample keeps it short).
-  {
-    std::string sample;
-    std::vector<std::string> sample_docs;
-    uint64_t sb = 0;
-    for (const auto& d : docs) {
-      if (sb >= (f.options.quick ? (1u << 20) : f.sample_mb << 20)) break;
-      Document doc;
-      doc.text = d;
-      sample += SerializeRecord(doc) + "\n";
-      sample_docs.push_back(d);
-      sb += d.size();
-    }
-    const std::string py = PythonWithNumpy();
-    Figure fig{"signatures vs datasketch-style numpy, 1 thread", "MB/s", {}, "datasketch update_batch arithmetic in numpy (1 thread)", std::nullopt};
-    ASSIGN_OR_RETURN(fig.ours, Repeat(f.options, [&]() -> absl::StatusOr<double> {
-      return SignatureMBps(sample_docs, 1, false);
-    }));
-    if (py.empty()) {
-      fig.peer_note = "python3 with numpy not found";
-    } else {
-      RETURN_IF_ERROR(WriteFileAtomic(env, tmp + "/sample.jsonl", sample));
-      RETURN_IF_ERROR(WriteFileAtomic(env, tmp + "/peer.py", kDatasketchPeer));
-      Options once = f.options;
-      once.warmup = 0;
-      once.repetitions = std::min(f.options.repetitions, 2);
-      auto peer = Repeat(once, [&]() -> absl::StatusOr<double> {
-        ASSIGN_OR_RETURN(auto r, RunCommand(absl::StrCat(py, " ", tmp, "/peer.py ", tmp,
-                                                         "/sample.jsonl")));
-        if (r.exit_code != 0) return absl::InternalError("peer failed: " + r.output);
-        return std::strtod(r.output.c_str(), nullptr);
-      });
-      if (peer.ok()) {
-        fig.peer = *peer;
-      } else {
-        fig.peer_note = std::string(peer.status().message());
-      }
-    }
-    fig.target = "datasketch ~2 MB/s per core";
-    report.AddFigure(fig);
-  }
+  // The real peers on a sample with near copies: datasketch, rensa, datatrove.
+  RETURN_IF_ERROR(PeerFigures(&report, f, docs, tmp));
 
   // ---- 2. the whole dedup of the shared corpus
   if (!corpus.empty()) {
@@ -593,7 +720,8 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--threads", f->threads, "Thread counts for the signature figures");
   app->add_option("--e2e-repetitions", f->e2e_repetitions,
                   "Measured runs of the whole-corpus dedup (default 1)");
-  app->add_option("--sample-mb", f->sample_mb, "Text for the Python peer in MB (default 4)");
+  app->add_option("--sample-mb", f->sample_mb,
+                  "Text for the Python peers in MB, near copies included (default 2)");
   return [f]() { return Run(*f); };
 }
 

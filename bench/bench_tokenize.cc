@@ -22,6 +22,7 @@
 #include "bench/corpus_sample.h"
 #include "bench/harness.h"
 #include "bench/registry.h"
+#include "bench/tokenize_peers.h"
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/records.h"
@@ -347,6 +348,9 @@ BenchRunner Setup(CLI::App* app) {
       pyf.target = t == 1 ? ">= 3 x peer" : "";
       report.AddFigure(pyf);
     }
+    RETURN_IF_ERROR(AddTokenizePeerFigures(&report, f->options, f->model,
+                                           JoinPath(f->work, "text.txt"), threads,
+                                           Stats::Of(drop_warmup(ours_cpu)), ours));
     return report.Finish();
   };
 }

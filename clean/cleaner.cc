@@ -572,13 +572,30 @@ const char* GopherQuality(const GopherQualityOptions& o, std::string_view text, 
   const auto& w = st.words;
   uint64_t n_words = w.size();
   uint64_t n_non_symbol = 0, non_symbol_cp = 0, n_alpha = 0, n_stop = 0;
+  // datatrove counts the distinct stop words present (a set intersection), not their occurrences.
+  uint64_t seen_mask = 0;
+  std::vector<bool> seen_more;
   for (const WordInfo& x : w) {
     if (!x.symbol_only) {
       ++n_non_symbol;
       non_symbol_cp += x.cp;
     }
     n_alpha += x.has_alpha;
-    n_stop += x.stop;
+    if (x.stop != 0) {
+      const uint32_t i = x.stop - 1;
+      if (i < 64) {
+        if (!(seen_mask >> i & 1)) {
+          seen_mask |= 1ull << i;
+          ++n_stop;
+        }
+      } else {
+        if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
+        if (!seen_more[i - 64]) {
+          seen_more[i - 64] = true;
+          ++n_stop;
+        }
+      }
+    }
   }
   if (o.min_doc_words > 0 && n_non_symbol < static_cast<uint64_t>(o.min_doc_words)) {
     return "gopher_short_doc";
@@ -668,54 +685,6 @@ bool RemoveCitations(std::string_view line, std::string* out) {
   return changed;
 }
 
-bool IsAbbreviation(std::string_view word) {
-  static const char* kAbbrev[] = {"Mr",  "Mrs", "Ms",  "Dr",  "St",  "Jr",   "Sr",  "vs",  "etc",
-                                  "Inc", "Ltd", "Co",  "No",  "Prof", "Gen", "Sen", "Rep", "Gov",
-                                  "Lt",  "Col", "Mt",  "Ft",  "Jan", "Feb",  "Mar", "Apr", "Jun",
-                                  "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec", "e.g", "i.e",
-                                  "U.S", "U.K", "a.m", "p.m"};
-  if (word.size() == 1) return true;  // an initial
-  for (const char* a : kAbbrev) {
-    if (word == a) return true;
-  }
-  return false;
-}
-
-// Approximates nltk's punkt sentence count of one line: 1 + the sentence ends ([.!?] runs, closing
-// quotes or brackets allowed after them) followed by a space and an upper-case letter, a digit, an
-// opening quote/bracket or a non-ASCII character, unless the word before the period is a known
-// abbreviation or an initial.
-int64_t CountSentences(std::string_view line) {
-  if (StripAscii(line).empty()) return 0;
-  int64_t n = 1;
-  size_t i = 0;
-  while (i < line.size()) {
-    char c = line[i];
-    if (c != '.' && c != '!' && c != '?') {
-      ++i;
-      continue;
-    }
-    size_t end_punct = i;
-    size_t j = i;
-    while (j < line.size() && (line[j] == '.' || line[j] == '!' || line[j] == '?')) ++j;
-    while (j < line.size() && (line[j] == '"' || line[j] == '\'' || line[j] == ')' || line[j] == ']')) ++j;
-    if (j + 1 < line.size() && line[j] == ' ') {
-      unsigned char next = static_cast<unsigned char>(line[j + 1]);
-      bool starts = (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9') || next == '"' ||
-                    next == '\'' || next == '(' || next == '[' || next >= 0x80;
-      bool abbrev = false;
-      if (c == '.' && j == end_punct + 1) {
-        size_t ws = end_punct;
-        while (ws > 0 && line[ws - 1] != ' ') --ws;
-        abbrev = IsAbbreviation(line.substr(ws, end_punct - ws));
-      }
-      if (starts && !abbrev) ++n;
-    }
-    i = j;
-  }
-  return n;
-}
-
 }  // namespace
 
 void Cleaner::Clean(std::string_view raw, CleanResult* r) {
@@ -774,9 +743,20 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
   uint64_t newlines_after = 0;
   bool edited = false;
   const size_t n_lines = st.lines.size();
-  auto stop_end = [](std::string_view s) {
+  // C4's END_PUNCTUATION: . ? ! " '
+  auto c4_end = [](std::string_view s) {
     return !s.empty() && (s.back() == '.' || s.back() == '\'' || s.back() == '"' ||
                           s.back() == '!' || s.back() == '?');
+  };
+  // FineWeb's stop_chars: datatrove's TERMINAL_PUNCTUATION (quotes are not among them).
+  auto stop_end = [](std::string_view s) {
+    if (s.empty()) return false;
+    size_t i = s.size() - 1;
+    while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+    int32_t cp;
+    utf8proc_iterate(reinterpret_cast<const uint8_t*>(s.data()) + i,
+                     static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    return internal::IsTerminalPunctuation(cp);
   };
   if (o.c4.enabled) {
     const C4Options& c4 = o.c4;
@@ -835,6 +815,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
       }
       bool remove = false;
       uint64_t hash = l.hash, cp = l.cp, tokens = l.word_end - l.word_begin;
+      uint64_t sentences_here = l.sentences;
       if (c4.max_word_length > 0 && l.max_ws_word_cp > static_cast<uint64_t>(c4.max_word_length)) {
         remove = true;
       }
@@ -846,10 +827,11 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
           hash = Hash64(nl);
           cp = CodePoints(nl);
           tokens = sc.line_stats.words.size();
+          sentences_here = sc.line_stats.lines.empty() ? 0 : sc.line_stats.lines[0].sentences;
           line = nl;
         }
       }
-      if (!remove && c4.filter_no_terminal_punct && (!stop_end(line) || EndsWith(line, "..."))) {
+      if (!remove && c4.filter_no_terminal_punct && (!c4_end(line) || EndsWith(line, "..."))) {
         remove = true;  // END_PUNCTUATION = . ? ! " ' and not an ellipsis
       }
       if (!remove && c4.min_words_per_line > 0 &&
@@ -872,7 +854,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
         continue;
       }
       if (c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
-        sentences += CountSentences(line);
+        sentences += static_cast<int64_t>(sentences_here);
       }
       if (!sc.edited.empty()) {
         sc.edited.append(pending_para ? "\n\n" : "\n");
@@ -929,7 +911,7 @@ void Cleaner::Clean(std::string_view raw, CleanResult* r) {
       } else {
         auto [dups, dup_chars] = FindDuplicates(&sc.table, keys);
         (void)dups;
-        if (chars > 0 && static_cast<double>(dup_chars) / chars >= fw.char_duplicates_ratio) {
+        if (chars > 0 && static_cast<double>(dup_chars) / chars > fw.char_duplicates_ratio) {
           why = "char_dup_ratio";
         } else if (tokens == 0 ? newlines_after > 0
                                : static_cast<double>(newlines_after) / tokens > fw.new_line_ratio) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "clean/internal/word_split.h"
 #include "common/hash.h"
 
 namespace grist::clean::internal {
@@ -114,8 +115,6 @@ inline uint64_t TokenHash(const uint8_t* p, size_t n) {
   return h * 0xBF58476D1CE4E5B9ull ^ (h >> 31);
 }
 
-inline bool IsWordClass(uint8_t c) { return c == kAlpha || c == kDigit; }
-
 struct StopMatcher {
   const std::vector<std::string>* words;
   uint64_t length_mask = 0;  // bit i: some stop word has i bytes (i < 64)
@@ -124,101 +123,206 @@ struct StopMatcher {
       if (s.size() < 64) length_mask |= 1ull << s.size();
     }
   }
-  bool Match(std::string_view t) const {
-    if (t.size() >= 64 || !(length_mask >> t.size() & 1)) return false;
-    for (const auto& s : *words) {
-      if (s == t) return true;
+  // 1 + the index of the stop word equal to t, or 0.
+  uint32_t Match(std::string_view t) const {
+    if (t.size() >= 64 || !(length_mask >> t.size() & 1)) return 0;
+    for (size_t i = 0; i < words->size(); ++i) {
+      if ((*words)[i] == t) return static_cast<uint32_t>(i + 1);
     }
-    return false;
+    return 0;
   }
 };
 
+// Chunks of ASCII letters only that spaCy splits anyway ("dont", "cannot", "im"), packed
+// lower-case into 8 bytes, sorted.
+const std::vector<uint64_t>& LetterSpecials() {
+  static const std::vector<uint64_t>* v = [] {
+    auto* out = new std::vector<uint64_t>();
+    SplitScratch s;
+    std::vector<TokenSpan> toks;
+    auto pack = [](std::string_view w) {
+      uint64_t x = 0;
+      std::memcpy(&x, w.data(), w.size());
+      return x;
+    };
+    const char* bases[] = {"ai",    "are",    "ca",    "could", "dare",  "did",  "does", "do",
+                           "had",   "has",    "have",  "is",    "may",   "might", "must", "need",
+                           "ought", "sha",    "should", "was",  "were",  "wo",   "would", "i",
+                           "you",   "he",     "she",   "it",    "we",    "they", "there", "that",
+                           "this",  "these",  "those", "what",  "who",   "where", "when", "why",
+                           "how",   "cannot", "gonna", "gotta", "yall"};
+    for (const char* b : bases) {
+      for (const char* suf : {"", "nt", "d", "ll", "re", "ve", "m", "s"}) {
+        std::string w = std::string(b) + suf;
+        if (w.size() > 8) continue;
+        toks.clear();
+        SplitChunk(w, &s, &toks);
+        if (toks.size() > 1) out->push_back(pack(w));
+      }
+    }
+    std::sort(out->begin(), out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
+    return out;
+  }();
+  return *v;
+}
+
+bool IsLetterSpecial(const uint8_t* p, size_t n) {
+  if (n < 2 || n > 8) return false;
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; ++i) x |= static_cast<uint64_t>(p[i] | 0x20) << (8 * i);
+  const auto& v = LetterSpecials();
+  return std::binary_search(v.begin(), v.end(), x);
+}
+
+// Properties of one token [p, p + n).
+WordInfo TokenInfo(const uint8_t* p, size_t n, const StopMatcher& stop) {
+  WordInfo w{};
+  w.hash = TokenHash(p, n);
+  bool symbol = true, all_p = true, alpha = false;
+  uint32_t cp = 0;
+  int32_t single = -1;
+  const uint8_t* end = p + n;
+  for (const uint8_t* q = p; q < end;) {
+    int32_t c;
+    size_t len = 1;
+    if (*q < 0x80) {
+      c = *q;
+      uint8_t cls = kAscii.cls[c];
+      alpha |= cls == kAlpha;
+      bool punct = cls == kPunct;
+      symbol &= IsDatatrovePunctuation(c);
+      all_p &= punct && !(c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' ||
+                          c == '`' || c == '|' || c == '~');
+    } else {
+      len = Decode(q, end, &c);
+      auto cat = utf8proc_category(c);
+      alpha |= cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
+      symbol &= IsDatatrovePunctuation(c);
+      all_p &= cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+    }
+    if (cp == 0) single = c;
+    ++cp;
+    q += len;
+  }
+  w.cp = cp;
+  w.has_alpha = alpha;
+  w.symbol_only = symbol;
+  w.is_punct = all_p;
+  w.sentence_end = cp == 1 && IsTerminalPunctuation(single);
+  w.stop = stop.Match(std::string_view(reinterpret_cast<const char*>(p), n));
+  return w;
+}
+
 void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
-                 std::vector<WordInfo>* words) {
+                 std::vector<WordInfo>* words, SplitScratch* scratch,
+                 std::vector<TokenSpan>* spans) {
   const uint8_t* p = base + line->begin;
   const uint8_t* end = base + line->end;
   line->word_begin = static_cast<uint32_t>(words->size());
   uint64_t cp = 0;
-  uint64_t ws_words = 0, max_ws = 0, chunk_start = 0;
-  bool in_chunk = false;
+  uint64_t ws_words = 0, max_ws = 0;
   while (p < end) {
     Char c = At(p, end);
     if (c.cls == kWs) {
-      if (in_chunk) {
-        ++ws_words;
-        max_ws = std::max(max_ws, cp - chunk_start);
-        in_chunk = false;
-      }
       p += c.len;
       ++cp;
       continue;
     }
-    if (!in_chunk) {
-      in_chunk = true;
-      chunk_start = cp;
-    }
+    // A chunk: the run up to the next whitespace.
     const uint8_t* t = p;
-    uint32_t tcp = 0;
-    bool alpha = false;
-    bool symbol;
-    if (IsWordClass(c.cls)) {
-      symbol = false;
-      uint8_t prev = c.cls;
-      alpha = c.cls == kAlpha;
-      p += c.len;
-      ++tcp;
-      while (p < end) {
-        Char d = At(p, end);
-        if (IsWordClass(d.cls)) {
-          alpha |= d.cls == kAlpha;
-          prev = d.cls;
-          p += d.len;
-          ++tcp;
-          continue;
-        }
-        if (d.len == 1 && p + 1 < end) {
-          uint8_t next = kAscii.cls[p[1]];
-          bool join = false;
-          if ((d.cp == '\'' || d.cp == '-' || d.cp == '.') && IsWordClass(prev) &&
-              (next == kAlpha || next == kDigit)) {
-            join = true;
-          } else if ((d.cp == ',' || d.cp == ':') && prev == kDigit && next == kDigit) {
-            join = true;
-          }
-          if (join) {
-            p += 2;
-            tcp += 2;
-            prev = next;
-            alpha |= next == kAlpha;
-            continue;
-          }
-        }
-        break;
+    uint64_t chunk_cp = 0;
+    bool letters = true, digits = true;
+    while (p < end) {
+      if (*p < 0x80) {
+        uint8_t cls = kAscii.cls[*p];
+        if (cls == kWs) break;
+        letters &= cls == kAlpha;
+        digits &= cls == kDigit;
+        ++p;
+        ++chunk_cp;
+        continue;
       }
-    } else {
-      symbol = true;
-      int32_t first = c.cp;
-      p += c.len;
-      ++tcp;
-      while (p < end) {
-        Char d = At(p, end);
-        if (d.cls != kPunct || d.cp != first) break;
-        p += d.len;
-        ++tcp;
+      Char d = At(p, end);
+      if (d.cls == kWs) break;
+      letters = digits = false;
+      p += d.len;
+      ++chunk_cp;
+    }
+    ++ws_words;
+    max_ws = std::max(max_ws, chunk_cp);
+    cp += chunk_cp;
+    const size_t n = static_cast<size_t>(p - t);
+    // Fast paths: ASCII letters ("word"), and ASCII letters then one of , ; : ! ? ("word,") or a
+    // period, which spaCy splits the same way unless the letters are a contraction ("dont").
+    size_t word_len = n;
+    if (!letters && n >= 2 && (t[n - 1] == ',' || t[n - 1] == ';' || t[n - 1] == ':' ||
+                               t[n - 1] == '!' || t[n - 1] == '?')) {
+      bool all = true;
+      for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kAlpha;
+      if (all) word_len = n - 1;
+    }
+    // "word." with a lower-case last letter: spaCy splits off the period unless the chunk is an
+    // abbreviation ("co.", "vs.", "Inc.").
+    if (!letters && n >= 3 && t[n - 1] == '.' && t[n - 2] >= 'a' && t[n - 2] <= 'z') {
+      bool all = true;
+      for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kAlpha;
+      if (all && !IsSpecialWhole(std::string_view(reinterpret_cast<const char*>(t), n))) {
+        word_len = n - 1;
       }
     }
-    std::string_view tok(reinterpret_cast<const char*>(t), p - t);
-    words->push_back(WordInfo{TokenHash(t, tok.size()), tcp, alpha, symbol, stop.Match(tok)});
-    cp += tcp;
-  }
-  if (in_chunk) {
-    ++ws_words;
-    max_ws = std::max(max_ws, cp - chunk_start);
+    // ASCII digits ("2005"), alone or before , ; : ! ? or a period ("2005." -> "2005" "."): spaCy
+    // has no rule that splits or joins them.
+    if (!letters && !digits && n >= 2 &&
+        (t[n - 1] == ',' || t[n - 1] == ';' || t[n - 1] == ':' || t[n - 1] == '!' ||
+         t[n - 1] == '?' || t[n - 1] == '.')) {
+      bool all = true;
+      for (size_t i = 0; i + 1 < n && all; ++i) all = kAscii.cls[t[i]] == kDigit;
+      if (all) {
+        digits = true;
+        word_len = n - 1;
+      }
+    }
+    if (digits) {
+      WordInfo w{};
+      w.hash = TokenHash(t, word_len);
+      w.cp = static_cast<uint32_t>(word_len);
+      words->push_back(w);
+      if (word_len < n) words->push_back(TokenInfo(t + word_len, 1, stop));
+      continue;
+    }
+    if ((letters || word_len < n) && !IsLetterSpecial(t, word_len)) {
+      WordInfo w{};
+      w.hash = TokenHash(t, word_len);
+      w.cp = static_cast<uint32_t>(word_len);
+      w.has_alpha = true;
+      w.stop = stop.Match(std::string_view(reinterpret_cast<const char*>(t), word_len));
+      words->push_back(w);
+      if (word_len < n) words->push_back(TokenInfo(t + word_len, 1, stop));
+      continue;
+    }
+    spans->clear();
+    SplitChunk(std::string_view(reinterpret_cast<const char*>(t), n), scratch, spans);
+    for (const TokenSpan& s : *spans) words->push_back(TokenInfo(t + s.begin, s.end - s.begin, stop));
   }
   line->cp = cp;
   line->ws_words = ws_words;
   line->max_ws_word_cp = max_ws;
   line->word_end = static_cast<uint32_t>(words->size());
+  // spaCy's sentencizer over the line's tokens: a new sentence starts at a token that is not
+  // punctuation once a sentence-ending character ("." "!" "?" ...) has been seen.
+  uint32_t sentences = line->word_end > line->word_begin ? 1 : 0;
+  bool seen = false;
+  for (uint32_t i = line->word_begin; i < line->word_end; ++i) {
+    const WordInfo& w = (*words)[i];
+    if (seen && !w.is_punct && !w.sentence_end) {
+      ++sentences;
+      seen = false;
+    } else if (w.sentence_end) {
+      seen = true;
+    }
+  }
+  line->sentences = sentences;
   line->hash = Hash64(reinterpret_cast<const char*>(base + line->begin), line->end - line->begin);
 }
 
@@ -239,7 +343,7 @@ void Analyze(std::string_view text, const std::vector<std::string>& stop_words, 
     LineInfo line;
     line.begin = pos;
     line.end = e;
-    AnalyzeLine(base, &line, stop, &st->words);
+    AnalyzeLine(base, &line, stop, &st->words, &st->split_scratch, &st->spans);
     total += line.cp;
     st->lines.push_back(line);
     if (!nl) break;

@@ -1,11 +1,8 @@
 // Per-line and per-word measurements of a normalized text, computed in one pass, that the quality
 // filters share. Private to clean/.
 //
-// Words follow an approximation of nltk's Treebank word_tokenize (which datatrove uses): runs of
-// letters, digits and marks form a word, where ' - . between two letters or digits and , : between
-// two digits stay inside it; every other punctuation or symbol character (ASCII punctuation,
-// Unicode categories P* and S*) forms its own token, a run of the same character being one token
-// ("...", "--").
+// Words are split as spaCy's English tokenizer does, which datatrove uses for English
+// (word_split.h); the line's sentence count is spaCy's sentencizer's over those words.
 #ifndef GRIST_CLEAN_INTERNAL_TEXT_STATS_H_
 #define GRIST_CLEAN_INTERNAL_TEXT_STATS_H_
 
@@ -14,14 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "clean/internal/word_split.h"
+
 namespace grist::clean::internal {
 
 struct WordInfo {
   uint64_t hash;     // XXH3-64 of the token's bytes
   uint32_t cp;       // length in code points
-  bool has_alpha;    // holds a letter (Python str.isalpha on some character)
-  bool symbol_only;  // only punctuation/symbol characters
-  bool stop;         // equal to one of the stop words
+  bool has_alpha;     // holds a letter (Python str.isalpha on some character)
+  bool symbol_only;   // only characters of datatrove's PUNCTUATION_SET
+  bool is_punct;      // only Unicode P* characters (spaCy's is_punct)
+  bool sentence_end;  // one character of TERMINAL_PUNCTUATION ("." "!" "?" ...)
+  uint32_t stop;      // 1 + the index of the stop word it equals, or 0
 };
 
 struct LineInfo {
@@ -32,6 +33,7 @@ struct LineInfo {
   uint32_t word_begin = 0, word_end = 0;  // range in TextStats::words
   uint64_t ws_words = 0;                  // whitespace-separated words (str.split())
   uint64_t max_ws_word_cp = 0;            // longest of those, in code points
+  uint32_t sentences = 0;                 // spaCy sentencizer's sentences of the line's words
 };
 
 struct TextStats {
@@ -39,6 +41,8 @@ struct TextStats {
   std::vector<WordInfo> words;
   uint64_t total_cp = 0;
   bool ends_with_newline = false;
+  SplitScratch split_scratch;  // reused by Analyze
+  std::vector<TokenSpan> spans;
 };
 
 // Fills *stats (reusing its capacity) for `text`. Stop words are matched exactly (case-sensitive).

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint_format.h"
 #include "ckptio/internal/io_util.h"
+#include "ckptio/internal/ring.h"
 #include "ckptio/writer.h"
 #include "common/status_macros.h"
 
@@ -37,6 +38,11 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
     while (off < size) {
       ssize_t r = ::pread(fd, buf + off, io_end - off, static_cast<off_t>(off));
       if (r < 0 && errno == EINTR) continue;
+      if (r >= 0) {
+        const int f = internal::FilterCompletion(internal::RingOp::kRead, static_cast<int>(r), io_end - off);
+        if (f < 0) errno = -f;
+        r = f < 0 ? -1 : f;
+      }
       if (r < 0) return ErrnoError(errno, absl::StrCat("reading ", path));
       if (r == 0) break;
       off += static_cast<uint64_t>(r);
@@ -90,9 +96,9 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
       break;
     }
     size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
     Op& op = ops[slot];
+    const int res = internal::FilterCompletion(internal::RingOp::kRead, cqe->res, op.end - op.off);
+    io_uring_cqe_seen(&ring, cqe);
     if (res == -EAGAIN || res == -EINTR) {
       prep(slot);
       io_uring_submit(&ring);

@@ -639,7 +639,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
 
   auto prep_write = [&](size_t slot) {
     Op& op = ops[slot];
-    const uint64_t len = op.end - op.off;
+    const uint64_t len = internal::ShapeRequest(internal::RingOp::kWrite, op.end - op.off);
     struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     GRIST_CHECK(sqe != nullptr, "submission queue full");
     if (op.fixed) {
@@ -653,10 +653,11 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   auto sync_write = [&](uint64_t off, uint64_t end) -> absl::Status {
     while (off < end) {
       const Op p = piece_at(off, end);
-      ssize_t w = ::pwrite(job->fd, p.buf, p.end - off, static_cast<off_t>(off));
+      const uint64_t len = internal::ShapeRequest(internal::RingOp::kWrite, p.end - off);
+      ssize_t w = ::pwrite(job->fd, p.buf, len, static_cast<off_t>(off));
       if (w < 0 && errno == EINTR) continue;
       if (w >= 0) {
-        const int f = internal::FilterCompletion(internal::RingOp::kWrite, static_cast<int>(w), p.end - off);
+        const int f = internal::FilterCompletion(internal::RingOp::kWrite, static_cast<int>(w));
         if (f < 0) {
           errno = -f;
           w = -1;
@@ -689,7 +690,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       ++seen;
       size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
       Op& op = ops[slot];
-      int res = internal::FilterCompletion(internal::RingOp::kWrite, cqe->res, op.end - op.off);
+      int res = internal::FilterCompletion(internal::RingOp::kWrite, cqe->res);
       ++writes_completed_;
       if (options_.faults.fail_write_at > 0 && writes_completed_ == options_.faults.fail_write_at) {
         res = -options_.faults.write_errno;
@@ -844,7 +845,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   } else if (::fsync(job->fd) != 0) {
     fsync_res = -errno;
   }
-  fsync_res = internal::FilterCompletion(internal::RingOp::kFsync, fsync_res, 0);
+  fsync_res = internal::FilterCompletion(internal::RingOp::kFsync, fsync_res);
   if (options_.faults.fail_fsync) fsync_res = -EIO;
   if (fsync_res < 0) return ErrnoError(-fsync_res, absl::StrCat("fsync ", job->path));
   return crash::Point(internal::kCrashAfterFileFsync);

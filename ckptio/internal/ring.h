@@ -1,8 +1,9 @@
-// The seam between ckptio's io_uring loops (writer.cc, reader.cc) and the results the kernel
-// reports: every completion's result passes through FilterCompletion() before the loop acts on
-// it, so a test can make the N-th write, read or fsync completion fail with an errno or report a
-// short transfer, exactly as a full disk, a failing device or a signal would, on the production
-// path rather than through an Env. Without an active plan FilterCompletion() returns `res` (one
+// The seam between ckptio's io_uring loops (writer.cc, reader.cc) and the kernel: every write and
+// read request's length passes through ShapeRequest() before it is submitted, and every
+// completion's result through FilterCompletion() before the loop acts on it, so a test can make
+// the N-th write, read or fsync completion fail with an errno, or make the N-th request really
+// transfer only part of its bytes (a short write or read, as a signal or a full disk can cause),
+// on the production path rather than through an Env. Without an active plan FilterCompletion() returns `res` (one
 // relaxed atomic load).
 //
 // The plan is process-wide (tests set it around one save or load) and fires once: the counters
@@ -22,9 +23,11 @@ enum class RingOp { kWrite, kRead, kFsync };
 
 struct RingFaultPlan {
   RingOp op = RingOp::kWrite;
-  int nth = 0;           // 1-based index, among completions of `op` since SetRingFaults(); 0: none
-  int error = EIO;       // the result becomes -error ...
-  bool short_io = false; // ... or, with short_io, a successful transfer of about half the bytes
+  // 1-based index among completions (errors) or requests (short_io) of `op` since
+  // SetRingFaults(); 0: none.
+  int nth = 0;
+  int error = EIO;       // the N-th completion's result becomes -error ...
+  bool short_io = false; // ... or, with short_io, the N-th request asks for about half its bytes
 };
 
 void SetRingFaults(const RingFaultPlan& plan);
@@ -32,11 +35,13 @@ void ClearRingFaults();
 // How many completions of `op` were filtered since SetRingFaults().
 uint64_t RingCompletions(RingOp op);
 
-// The result the loop should act on for a completion of `op` that reported `res` for a request
-// of `len` bytes. A short transfer is rounded down to 4096 bytes (as O_DIRECT's would be) and is
-// at least 4096 when `len` allows it; completions of 4096 bytes or less are
-// not shortened (the plan then fires at the next longer one).
-int FilterCompletion(RingOp op, int res, uint64_t len);
+// The length to submit for a request of `len` bytes: `len`, or for the planned short request
+// half of it rounded down to 4096 (O_DIRECT's unit), at least 4096. Requests of 8192 bytes or
+// less are not shortened (the plan then fires at the next longer one).
+uint64_t ShapeRequest(RingOp op, uint64_t len);
+
+// The result the loop should act on for a completion of `op` that reported `res`.
+int FilterCompletion(RingOp op, int res);
 
 }  // namespace grist::ckptio::internal
 

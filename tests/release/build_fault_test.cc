@@ -342,6 +342,15 @@ TEST_F(BuildFaultTest, InjectedFailuresAtEveryPowerOfTwoWriteFailCleanlyAndResum
                       [space](FaultInjectionEnv* e) { e->SetDiskSpace(space); },
                       absl::StatusCode::kResourceExhausted, "No space left on device"});
   }
+  // The disk fills during the last file, the manifest (reports/ before it vary by a few bytes
+  // between runs: half the manifest's size is margin enough).
+  {
+    const int64_t space =
+        static_cast<int64_t>(total - reference_->at(std::string(shard::kManifestName)).size() / 2);
+    faults.push_back({"disk full in the manifest",
+                      [space](FaultInjectionEnv* e) { e->SetDiskSpace(space); },
+                      absl::StatusCode::kResourceExhausted, "manifest.json"});
+  }
   for (int n = 1; n <= (1 << 16); n *= 2) {
     faults.push_back({absl::StrCat("append ", n, " fails"),
                       [n](FaultInjectionEnv* e) { e->FailNthAppend(n); }, absl::StatusCode::kDataLoss,

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the checkpoint writer's tests (the writer's I/O thread, pending-file handles,
 # background publishing). Bounded: builds only ckptio_test in its own build folder and runs it under
-# a time limit. The SIGKILL tests (crash loop, kills at named points) are left out (fork under TSan
-# is slow and they test processes,
-# not threads). Environment: GRIST_TSAN_BUILD_DIR (default build-tsan), GRIST_JOBS (default 2).
+# a time limit. The SIGKILL tests (crash loop, kills at named points) are left out (fork under
+# TSan is slow, and they test processes, not threads). Environment: GRIST_TSAN_BUILD_DIR (default build-tsan), GRIST_JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${GRIST_TSAN_BUILD_DIR:-build-tsan}

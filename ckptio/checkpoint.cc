@@ -1,5 +1,7 @@
 #include "ckptio/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -10,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ckptio/checkpoint_format.h"
+#include "ckptio/internal/crash_points.h"
 #include "ckptio/reader.h"
+#include "common/crash_point.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
@@ -213,8 +217,25 @@ absl::Status PublishCheckpoint(Env* env, const std::string& dir, const Manifest&
                                               " bytes, expected ", f.size));
     }
   }
-  // WriteFileAtomic: temporary name, fsync, rename, fsync of `dir`.
-  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir, kManifestName), ManifestJson(m)));
+  // As WriteFileAtomic (temporary name, fsync, rename, fsync of `dir`), with the crash points
+  // between the steps (common/crash_point.h).
+  const std::string path = JoinPath(dir, kManifestName);
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  absl::Status s = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewWritableFile(tmp));
+    RETURN_IF_ERROR(f->Append(ManifestJson(m)));
+    RETURN_IF_ERROR(f->Sync());
+    RETURN_IF_ERROR(f->Close());
+    RETURN_IF_ERROR(crash::Point(internal::kCrashBeforeManifestRename));
+    return env->RenameFile(tmp, path);
+  }();
+  if (!s.ok()) {
+    (void)env->RemoveFile(tmp);
+    return s;
+  }
+  RETURN_IF_ERROR(crash::Point(internal::kCrashAfterManifestRename));
+  RETURN_IF_ERROR(env->SyncDir(dir));
+  RETURN_IF_ERROR(crash::Point(internal::kCrashBeforeParentFsync));
   return env->SyncDir(DirName(dir));
 }
 
@@ -262,6 +283,7 @@ absl::Status ApplyRetention(Env* env, const std::string& root, int keep_last) {
   for (size_t i = 0; i + keep_last < all.size(); ++i) {
     RETURN_IF_ERROR(env->RemoveFile(JoinPath(all[i].path, kManifestName)));
     RETURN_IF_ERROR(env->SyncDir(all[i].path));
+    RETURN_IF_ERROR(crash::Point(internal::kCrashRetentionAfterUnpublish));
     RETURN_IF_ERROR(env->RemoveAll(all[i].path));
   }
   return env->SyncDir(root);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint_format.h"
 #include "ckptio/internal/io_util.h"
+#include "ckptio/internal/ring.h"
 #include "ckptio/writer.h"
 #include "common/status_macros.h"
 
@@ -35,8 +36,14 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
   if (!flags.ok()) {  // io_uring unavailable: plain reads
     uint64_t off = 0;
     while (off < size) {
-      ssize_t r = ::pread(fd, buf + off, io_end - off, static_cast<off_t>(off));
+      const uint64_t len = internal::ShapeRequest(internal::RingOp::kRead, io_end - off);
+      ssize_t r = ::pread(fd, buf + off, len, static_cast<off_t>(off));
       if (r < 0 && errno == EINTR) continue;
+      if (r >= 0) {
+        const int f = internal::FilterCompletion(internal::RingOp::kRead, static_cast<int>(r));
+        if (f < 0) errno = -f;
+        r = f < 0 ? -1 : f;
+      }
       if (r < 0) return ErrnoError(errno, absl::StrCat("reading ", path));
       if (r == 0) break;
       off += static_cast<uint64_t>(r);
@@ -66,8 +73,8 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
   absl::Status error;
   auto prep = [&](size_t slot) {
     struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    io_uring_prep_read(sqe, fd, buf + ops[slot].off, static_cast<unsigned>(ops[slot].end - ops[slot].off),
-                       ops[slot].off);
+    const uint64_t len = internal::ShapeRequest(internal::RingOp::kRead, ops[slot].end - ops[slot].off);
+    io_uring_prep_read(sqe, fd, buf + ops[slot].off, static_cast<unsigned>(len), ops[slot].off);
     io_uring_sqe_set_data64(sqe, slot);
   };
   while (error.ok() && (next < io_end || inflight > 0)) {
@@ -90,9 +97,9 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
       break;
     }
     size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
     Op& op = ops[slot];
+    const int res = internal::FilterCompletion(internal::RingOp::kRead, cqe->res);
+    io_uring_cqe_seen(&ring, cqe);
     if (res == -EAGAIN || res == -EINTR) {
       prep(slot);
       io_uring_submit(&ring);

@@ -23,8 +23,11 @@
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint_format.h"
 #include "ckptio/internal/copy_pool.h"
+#include "ckptio/internal/crash_points.h"
 #include "ckptio/internal/io_util.h"
+#include "ckptio/internal/ring.h"
 #include "common/check.h"
+#include "common/crash_point.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 
@@ -584,7 +587,9 @@ absl::Status FileWriterImpl::RunEnv(Job* job) {
           std::string_view(src.ptr + off, std::min(options_.block_size, src.len - off))));
     }
   }
+  RETURN_IF_ERROR(crash::Point(internal::kCrashAfterDataWrites));
   RETURN_IF_ERROR(file->Sync());
+  RETURN_IF_ERROR(crash::Point(internal::kCrashAfterFileFsync));
   return file->Close();
 }
 
@@ -634,7 +639,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
 
   auto prep_write = [&](size_t slot) {
     Op& op = ops[slot];
-    const uint64_t len = op.end - op.off;
+    const uint64_t len = internal::ShapeRequest(internal::RingOp::kWrite, op.end - op.off);
     struct io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     GRIST_CHECK(sqe != nullptr, "submission queue full");
     if (op.fixed) {
@@ -648,8 +653,18 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   auto sync_write = [&](uint64_t off, uint64_t end) -> absl::Status {
     while (off < end) {
       const Op p = piece_at(off, end);
-      ssize_t w = ::pwrite(job->fd, p.buf, p.end - off, static_cast<off_t>(off));
+      const uint64_t len = internal::ShapeRequest(internal::RingOp::kWrite, p.end - off);
+      ssize_t w = ::pwrite(job->fd, p.buf, len, static_cast<off_t>(off));
       if (w < 0 && errno == EINTR) continue;
+      if (w >= 0) {
+        const int f = internal::FilterCompletion(internal::RingOp::kWrite, static_cast<int>(w));
+        if (f < 0) {
+          errno = -f;
+          w = -1;
+        } else {
+          w = f;
+        }
+      }
       ++writes_completed_;
       int injected = (options_.faults.fail_write_at > 0 &&
                       writes_completed_ == options_.faults.fail_write_at) ? options_.faults.write_errno : 0;
@@ -674,8 +689,8 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
       size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-      int res = cqe->res;
       Op& op = ops[slot];
+      int res = internal::FilterCompletion(internal::RingOp::kWrite, cqe->res);
       ++writes_completed_;
       if (options_.faults.fail_write_at > 0 && writes_completed_ == options_.faults.fail_write_at) {
         res = -options_.faults.write_errno;
@@ -807,6 +822,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     while (inflight > 0) reap(true);
     RETURN_IF_ERROR(error);
   }
+  RETURN_IF_ERROR(crash::Point(internal::kCrashAfterDataWrites));
   if ((io_end != L.file_size || (options_.preallocate && image_end != L.file_size)) &&
       ::ftruncate(job->fd, static_cast<off_t>(L.file_size)) != 0) {
     return ErrnoError(errno, absl::StrCat("truncating ", job->path));
@@ -829,9 +845,10 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   } else if (::fsync(job->fd) != 0) {
     fsync_res = -errno;
   }
+  fsync_res = internal::FilterCompletion(internal::RingOp::kFsync, fsync_res);
   if (options_.faults.fail_fsync) fsync_res = -EIO;
   if (fsync_res < 0) return ErrnoError(-fsync_res, absl::StrCat("fsync ", job->path));
-  return absl::OkStatus();
+  return crash::Point(internal::kCrashAfterFileFsync);
 }
 
 }  // namespace

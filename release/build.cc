@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "clean/run_clean.h"
 #include "common/config.h"
+#include "common/crash_point.h"
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/json_writer.h"
@@ -108,7 +110,84 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
 struct StageRecord {
   StageSummary summary;
   std::string report_json = "{}";
+  std::string outputs_json = "[]";  // StageOutputs() of the completed stage
 };
+
+// Where a stage leaves its outputs, relative to the work folder.
+std::string StageOutputRoot(const std::string& stage) {
+  if (stage == "tokenizer") return "tokenizer.model";
+  if (stage == "tokenize") return "tokens";
+  return stage;  // clean, dedup: their kept parts (and whatever else they leave in the folder)
+}
+
+void ListFilesUnder(Env* env, const std::string& base, const std::string& rel,
+                    std::vector<std::string>* out) {
+  const std::string path = rel.empty() ? base : JoinPath(base, rel);
+  if (!env->IsDirectory(path)) {
+    if (env->FileExists(path)) out->push_back(rel);
+    return;
+  }
+  auto names = env->ListDir(path);
+  if (!names.ok()) return;
+  for (const std::string& n : *names) ListFilesUnder(env, base, rel.empty() ? n : JoinPath(rel, n), out);
+}
+
+// One file a stage left under WORK/StageOutputRoot(stage).
+struct StageOutput {
+  std::string path;  // relative to the work folder
+  uint64_t bytes = 0;
+  std::string xxh3_128;
+  bool operator==(const StageOutput&) const = default;
+};
+
+// Every file a stage left under WORK/StageOutputRoot(stage), in path order, with its size and
+// XXH3-128: recorded with the stage, checked on resume.
+absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
+                                                      const std::string& stage) {
+  const std::string root = JoinPath(work, StageOutputRoot(stage));
+  std::vector<std::string> rels;
+  ListFilesUnder(env, root, "", &rels);
+  std::sort(rels.begin(), rels.end());
+  std::vector<StageOutput> out;
+  for (const std::string& rel : rels) {
+    const std::string path = rel.empty() ? root : JoinPath(root, rel);
+    StageOutput o;
+    o.path = rel.empty() ? StageOutputRoot(stage) : JoinPath(StageOutputRoot(stage), rel);
+    ASSIGN_OR_RETURN(o.bytes, env->GetFileSize(path));
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, path));
+    o.xxh3_128 = h.ToHex();
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
+  JsonWriter w(0);
+  w.BeginArray();
+  for (const StageOutput& o : outputs) {
+    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes).Field("xxh3_128", o.xxh3_128);
+    w.EndObject();
+  }
+  w.EndArray();
+  return w.Take();
+}
+
+// Why `now` differs from `recorded` (the first difference), empty when they are equal.
+std::string OutputsDiffer(const std::vector<StageOutput>& recorded, const std::vector<StageOutput>& now) {
+  std::map<std::string, const StageOutput*> have;
+  for (const StageOutput& o : now) have[o.path] = &o;
+  for (const StageOutput& o : recorded) {
+    auto it = have.find(o.path);
+    if (it == have.end()) return absl::StrCat(o.path, " is missing");
+    if (it->second->bytes != o.bytes) {
+      return absl::StrCat(o.path, " has ", it->second->bytes, " bytes, the record says ", o.bytes);
+    }
+    if (it->second->xxh3_128 != o.xxh3_128) return absl::StrCat(o.path, " does not match its checksum");
+    have.erase(it);
+  }
+  if (!have.empty()) return absl::StrCat(have.begin()->first, " is not in the record");
+  return "";
+}
 
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
   JsonWriter w(2);
@@ -119,20 +198,45 @@ std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
   w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
   w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
   w.Field("seconds", s.seconds).Field("note", s.note).Field("report", r.report_json);
+  w.Key("outputs").Raw(r.outputs_json);
   w.EndObject();
   return w.Take();
 }
 
-// The stage's record when it completed under this config; nullopt otherwise.
-std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash) {
+// The config hash a record names; nullopt when the record is missing or unreadable (a torn or
+// damaged record is not another config's: only its stage runs again).
+std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   simdjson::dom::parser p;
   simdjson::dom::element e;
   simdjson::padded_string ps(*text);
-  if (p.parse(ps).get(e) != simdjson::SUCCESS) return std::nullopt;
   std::string_view h;
-  if (e["config_xxh3_128"].get(h) != simdjson::SUCCESS || h != hash.ToHex()) return std::nullopt;
+  if (p.parse(ps).get(e) != simdjson::SUCCESS || e["config_xxh3_128"].get(h) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return std::string(h);
+}
+
+// The stage's record when it completed under this config and its outputs (under `work`) are
+// exactly as recorded; nullopt otherwise (missing, torn or damaged record, another config, an
+// output missing, added, truncated or changed: the stage runs again, with a note on stderr when
+// the record was there).
+std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash) {
+  auto text = ReadFileToString(env, path);
+  if (!text.ok()) return std::nullopt;
+  const std::string work = DirName(DirName(path));
+  auto damaged = [&](const std::string& why) -> std::optional<StageRecord> {
+    std::fprintf(stderr, "build: %s: %s; the stage runs again\n", path.c_str(), why.c_str());
+    return std::nullopt;
+  };
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(*text);
+  if (p.parse(ps).get(e) != simdjson::SUCCESS) return damaged("not a valid stage record");
+  std::string_view h;
+  if (e["config_xxh3_128"].get(h) != simdjson::SUCCESS) return damaged("no config hash");
+  if (h != hash.ToHex()) return std::nullopt;
   StageRecord r;
   StageSummary& s = r.summary;
   std::string_view sv;
@@ -150,6 +254,24 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   s.note = std::string(sv);
   if (e["report"].get(sv) != simdjson::SUCCESS) return std::nullopt;
   r.report_json = std::string(sv);
+  simdjson::dom::array outputs;
+  if (e["outputs"].get(outputs) != simdjson::SUCCESS) return damaged("no output checksums");
+  std::vector<StageOutput> recorded;
+  for (simdjson::dom::element o : outputs) {
+    StageOutput x;
+    std::string_view pth, hx;
+    if (o["path"].get(pth) != simdjson::SUCCESS || o["bytes"].get(x.bytes) != simdjson::SUCCESS ||
+        o["xxh3_128"].get(hx) != simdjson::SUCCESS) {
+      return damaged("a bad entry in 'outputs'");
+    }
+    x.path = std::string(pth);
+    x.xxh3_128 = std::string(hx);
+    recorded.push_back(std::move(x));
+  }
+  auto now = StageOutputs(env, work, s.name);
+  if (!now.ok()) return damaged(std::string(now.status().message()));
+  if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
+  r.outputs_json = StageOutputsJson(*now);
   s.resumed = true;
   return r;
 }
@@ -333,6 +455,7 @@ absl::StatusOr<BuildReport> PackAndPublish(
     pj.Key(s.name).Raw(s.packer->stats().ToJson());
   }
   pj.EndObject();
+  RETURN_IF_ERROR(crash::Point("build.pack.after_shards"));
   // Tokenizer into the release.
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(opts.output_dir, std::string(shard::kTokenizerName)),
                                   tok->model_bytes()));
@@ -430,7 +553,9 @@ absl::StatusOr<BuildReport> PackAndPublish(
   bj.EndObject();
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "build.json"), bj.str() + "\n"));
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "summary.md"), report.Table()));
+  RETURN_IF_ERROR(crash::Point("build.pack.before_manifest"));
   RETURN_IF_ERROR(shard::WriteManifest(env, opts.output_dir, m));
+  RETURN_IF_ERROR(crash::Point("build.pack.after_manifest"));
   RETURN_IF_ERROR(env->SyncDir(DirName(opts.output_dir)));
   return report;
 }
@@ -531,8 +656,9 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   if (env->IsDirectory(stages_dir)) {
     ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
     for (const std::string& n : names) {
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json" &&
-          !LoadRecord(env, JoinPath(stages_dir, n), bc.hash)) {
+      std::optional<std::string> h;
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") h = RecordConfig(env, JoinPath(stages_dir, n));
+      if (h && *h != bc.hash.ToHex()) {
         if (staged) {
           return absl::FailedPreconditionError(absl::StrCat(
               work, " was made with another config; remove it before a staged build"));
@@ -549,8 +675,16 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   RETURN_IF_ERROR(env->CreateDirs(stages_dir));
 
   auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
-  auto complete = [&](const StageRecord& r) -> absl::Status {
-    return WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r));
+  // Called once a stage's outputs are written and synced: hashes them into the record, then
+  // writes the record (atomically), with the crash points of release/crash_points.h between.
+  auto complete = [&](StageRecord& r) -> absl::Status {
+    const std::string point = absl::StrCat("build.", r.summary.name, ".");
+    RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
+    ASSIGN_OR_RETURN(std::vector<StageOutput> outputs, StageOutputs(env, work, r.summary.name));
+    r.outputs_json = StageOutputsJson(outputs);
+    RETURN_IF_ERROR(crash::Point(point + "before_record"));
+    RETURN_IF_ERROR(WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r)));
+    return crash::Point(point + "after_record");
   };
 
   // Manifest inputs: every input file with its size and XXH3-128 (not needed by encode tasks).

@@ -2,22 +2,24 @@
 # The bounded extra checks that scripts/test.sh runs after the main suite:
 #   1. one clang build with AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer coverage
 #      instrumentation) of the libraries, the GoogleTest suites and the fuzz targets;
-#   2. ctest of the common, clean and dedup suites under the sanitizers (shared-corpus tests
-#      skipped; the 100 MB document tests run in the main suite only);
+#   2. ctest of every GoogleTest suite that needs no GPU under the sanitizers (the `grist` binary
+#      the CLI tests run is the sanitized one; shared-corpus tests skipped; the 100 MB document
+#      tests and the time-based random-kill loop run in the main suite only);
 #   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60), from a seed
 #      corpus of valid inputs made here;
 #   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites
 #      (scripts/tsan_loader.sh, scripts/tsan_ckptio.sh; GRIST_SKIP_TSAN=1 skips).
 # Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
-# GRIST_SANITIZER_LABELS (ctest -L regex, default 'common|clean|dedup'), GRIST_SANITIZER_EXCLUDE (ctest -E
+# GRIST_SANITIZER_LABELS (ctest -L regex, default: every suite), GRIST_SANITIZER_EXCLUDE (ctest -E
 # regex of tests too slow under the sanitizers; they run in the main suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${GRIST_ASAN_BUILD_DIR:-build-asan}
 JOBS=${GRIST_JOBS:-$(nproc)}
 SECONDS_EACH=${GRIST_FUZZ_SECONDS:-60}
-LABELS=${GRIST_SANITIZER_LABELS:-common|clean|dedup}
-EXCLUDE=${GRIST_SANITIZER_EXCLUDE:-HundredMegabyte|ByteRangeSplitsMatchWholeFileRead|HugeDocumentAndInvalidUtf8}
+SUITES=(common clean dedup tokenize pack shard release loader ckptio labs)
+LABELS=${GRIST_SANITIZER_LABELS:-$(IFS='|'; echo "${SUITES[*]}")}
+EXCLUDE=${GRIST_SANITIZER_EXCLUDE:-HundredMegabyte|ByteRangeSplitsMatchWholeFileRead|HugeDocumentAndInvalidUtf8|CrashConsistency}
 
 if ! command -v clang++ >/dev/null; then
   echo "test_extra: clang++ not found (scripts/setup.sh installs it)" >&2
@@ -29,9 +31,11 @@ CC=clang CXX=clang++ CXXFLAGS="-fno-sanitize-recover=all" cmake -S . -B "$BUILD"
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIST_SANITIZE=address,undefined,fuzzer-no-link \
   -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_BENCHMARKS=OFF -DGRIST_BUILD_PYTHON=OFF >/dev/null
 targets=(fuzz_records fuzz_cleaner)
-for t in common_test clean_test dedup_test; do
-  if [[ -d tests/${t%_test} ]]; then targets+=("$t"); fi
+for s in "${SUITES[@]}"; do
+  if [[ -d tests/$s ]]; then targets+=("${s}_test"); fi
 done
+targets+=(grist)
+if [[ -f tests/release/build_fault_test.cc ]]; then targets+=(release_fault_test); fi
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 
 echo "== ctest -L '$LABELS' under ASan+UBSan"

@@ -11,6 +11,7 @@ export LD_LIBRARY_PATH="$(pwd)/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 export PYTHONPATH="$(pwd)/.devcarry/build/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 what=${1:-all}
+failed=0
 date -u
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
@@ -23,6 +24,13 @@ if [[ $what == ckpt || $what == all ]]; then
   echo "== ckptio tests on the GPU machine"
   .devcarry/build/tests/ckptio/ckptio_test --gtest_brief=1 2>&1 | tail -5 | tee "$GRIST_GPU_OUT/ckptio_test.txt"
   python3 -m unittest -v tests/python/test_ckpt.py 2>&1 | tail -8 | tee "$GRIST_GPU_OUT/test_ckpt_py.txt"
+  echo "== CUDA checkpoint round trip (a skip is a failure here)"
+  log="$GRIST_GPU_OUT/test_ckpt_cuda_$(date -u +%Y%m%d).txt"
+  GRIST_REQUIRE_CUDA=1 python3 -m unittest -v tests/python/test_ckpt_cuda.py 2>&1 | tee "$log"
+  if [[ ${PIPESTATUS[0]} -ne 0 ]] || grep -q "skipped" "$log"; then
+    echo "run_all: test_ckpt_cuda.py failed or skipped" >&2
+    failed=1
+  fi
   GRIST_BUILD_DIR=.devcarry/build CKPT_GIB=${CKPT_GIB:-8} scripts/gpu/ckpt.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt.txt"
 fi
 if [[ $what == labs || $what == all ]]; then
@@ -33,3 +41,4 @@ if [[ $what == encoder || $what == all ]]; then
   echo "== issue 14: BPE encoder scaling 1-16 threads, build at 1/4/16 threads (identical bytes)"
   scripts/gpu/encoder.sh .devcarry/build/grist 2>&1 | tee "$GRIST_GPU_OUT/encoder.txt"
 fi
+exit $failed

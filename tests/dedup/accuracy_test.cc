@@ -222,7 +222,10 @@ PrF Score(const Corpus& c, const std::vector<std::pair<uint32_t, uint32_t>>& tru
   return s;
 }
 
-void PrecisionRecall(const std::string& name, const std::vector<std::string>& inputs) {
+// `min_precision` / `min_recall`: just under the figures measured with the defaults (dedup is
+// deterministic for a seed, so a drop below them is a change in behaviour, not noise).
+void PrecisionRecall(const std::string& name, const std::vector<std::string>& inputs,
+                     double min_precision, double min_recall) {
   TempDir tmp;
   Stopwatch sw;
   Corpus c = LoadCorpus(inputs);
@@ -246,8 +249,8 @@ void PrecisionRecall(const std::string& name, const std::vector<std::string>& in
       s.found, s.truth, s.cluster_precision, s.cluster_pairs,
       (unsigned long long)r->removed_exact, (unsigned long long)r->removed_near,
       (unsigned long long)r->candidate_pairs, (unsigned long long)r->verified_pairs);
-  EXPECT_GE(s.precision, 0.95);
-  EXPECT_GE(s.recall, 0.90);
+  EXPECT_GE(s.precision, min_precision);
+  EXPECT_GE(s.recall, min_recall);
   EXPECT_EQ(r->counts.docs_in, c.ids.size());
   // What LSH alone gives (no verification); costs a second run, so only on request.
   if (std::getenv("GRIST_DEDUP_NO_VERIFY_FIGURE") != nullptr) {
@@ -268,12 +271,14 @@ TEST(Accuracy, TwentyNewsgroupsPrecisionRecall) {
   TempDir tmp;
   const std::string cmd = "tar --zstd -xf '" + tarball + "' -C '" + tmp.path() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  PrecisionRecall("20newsgroups", {tmp.Join("20newsgroups")});
+  // Measured: precision 1.0000 (113 pairs), recall 0.9921 (125/126) (docs/dedup.md).
+  PrecisionRecall("20newsgroups", {tmp.Join("20newsgroups")}, 0.999, 0.99);
 }
 
 TEST(Accuracy, WikinewsPrecisionRecall) {
   GRIST_REQUIRE_CORPUS(dir, "wikinews-en");
-  PrecisionRecall("wikinews-en", {dir});
+  // Measured: precision 1.0000 (43 pairs), recall 1.0000 (docs/dedup.md).
+  PrecisionRecall("wikinews-en", {dir}, 0.999, 0.999);
 }
 
 TEST(Accuracy, WikipediaHasNoNearDuplicates) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "shard/shard_format.h"
@@ -97,6 +98,35 @@ TEST(PackTest, BestFitWindowBoundsWhatIsBuffered) {
   finished = true;
   ASSERT_TRUE(p.Finish().ok());
   EXPECT_EQ(p.stats().tokens_out, 18u);
+}
+
+// The bound itself: after every Add() the document tokens buffered (added, not yet emitted in a
+// sample) stay below bestfit_window_tokens, for documents shorter and longer than a sample.
+TEST(PackTest, BestFitBuffersFewerTokensThanTheWindow) {
+  PackOptions o;
+  o.seq_len = 63;  // 64-token samples
+  o.strategy = "bestfit";
+  o.bestfit_window_tokens = 500;
+  uint64_t emitted = 0;
+  Packer p(o, [&](const PackedSample& s) {
+    emitted += s.tokens.size() - s.padding;
+    return absl::OkStatus();
+  });
+  uint64_t added = 0, most = 0;
+  uint64_t x = 12345;
+  for (int i = 0; i < 400; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int n = 1 + static_cast<int>((x >> 33) % 200);  // up to 3 samples long
+    ASSERT_TRUE(p.Add(Doc(i * 1000, n)).ok());
+    added += static_cast<uint64_t>(n);
+    ASSERT_LE(emitted, added);
+    const uint64_t buffered = added - emitted;
+    ASSERT_LT(buffered, o.bestfit_window_tokens) << "after document " << i;
+    most = std::max(most, buffered);
+  }
+  EXPECT_GT(most, o.bestfit_window_tokens / 2) << "the window was never nearly full";
+  ASSERT_TRUE(p.Finish().ok());
+  EXPECT_EQ(emitted, added);
 }
 
 TEST(PackTest, EveryTokenSurvivesBothStrategies) {

@@ -1,0 +1,34 @@
+// The named crash points of `grist build` (common/crash_point.h), in the order a full build
+// reaches them. For each of the stages clean, dedup, tokenizer and tokenize:
+//   build.<stage>.after_outputs   the stage's outputs are written, nothing hashed or recorded
+//   build.<stage>.before_record   the outputs are hashed, the record not yet written
+//   build.<stage>.after_record    WORK/stages/<stage>.json is in place (atomically, synced)
+// and for pack+shard, whose output is the release itself:
+//   build.pack.after_shards       every shard is written and synced; no tokenizer, no manifest
+//   build.pack.before_manifest    the tokenizer and reports/ are written; no manifest
+//   build.pack.after_manifest     manifest.json is in place; its parent not yet synced
+// docs/reliability.md says what each leaves on disk and what a rerun does.
+#ifndef GRIST_RELEASE_CRASH_POINTS_H_
+#define GRIST_RELEASE_CRASH_POINTS_H_
+
+#include <string>
+#include <vector>
+
+namespace grist::release {
+
+inline std::vector<std::string> BuildCrashPoints() {
+  std::vector<std::string> out;
+  for (const char* stage : {"clean", "dedup", "tokenizer", "tokenize"}) {
+    for (const char* when : {"after_outputs", "before_record", "after_record"}) {
+      out.push_back(std::string("build.") + stage + "." + when);
+    }
+  }
+  for (const char* when : {"after_shards", "before_manifest", "after_manifest"}) {
+    out.push_back(std::string("build.pack.") + when);
+  }
+  return out;
+}
+
+}  // namespace grist::release
+
+#endif  // GRIST_RELEASE_CRASH_POINTS_H_

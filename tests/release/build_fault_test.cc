@@ -1,0 +1,393 @@
+// `grist build` under kills and faults:
+//  - a build reaches every named crash point of release/crash_points.h, in order;
+//  - SIGKILLed at each point, it leaves no release that looks published unless the manifest is
+//    whole, and the rerun resumes to exactly the bytes of an uninterrupted build;
+//  - a corrupt, truncated or missing stage record, and a deleted, truncated, changed or added
+//    stage output, are detected on resume (the checksums in the record) and that stage is run
+//    again, to the same release;
+//  - injected ENOSPC, write, fsync and rename failures (FaultInjectionEnv) at every power-of-two
+//    write fail the build with the injected error and publish nothing; the resume gives the same
+//    release.
+// The corpus is generated here (no ../shared needed).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/crash_point.h"
+#include "common/env.h"
+#include "common/rng.h"
+#include "release/crash_points.h"
+#include "release/release.h"
+#include "shard/shard_format.h"
+#include "tests/test_util.h"
+
+namespace grist::release {
+namespace {
+
+using ::testing::HasSubstr;
+using grist::testing::TempDir;
+
+// Every regular file under `dir` except reports/ (timings), as relative path -> bytes.
+void Collect(const std::string& dir, const std::string& rel, std::map<std::string, std::string>* out) {
+  Env* env = Env::Default();
+  auto names = env->ListDir(rel.empty() ? dir : JoinPath(dir, rel));
+  ASSERT_TRUE(names.ok()) << names.status();
+  for (const std::string& n : *names) {
+    std::string r = rel.empty() ? n : JoinPath(rel, n);
+    if (r == "reports") continue;
+    if (env->IsDirectory(JoinPath(dir, r))) {
+      Collect(dir, r, out);
+    } else {
+      auto bytes = ReadFileToString(env, JoinPath(dir, r));
+      ASSERT_TRUE(bytes.ok());
+      (*out)[r] = *bytes;
+    }
+  }
+}
+
+std::map<std::string, std::string> ReleaseBytes(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  Collect(dir, "", &out);
+  return out;
+}
+
+void ExpectSameRelease(const std::map<std::string, std::string>& want, const std::string& dir) {
+  auto got = ReleaseBytes(dir);
+  ASSERT_EQ(got.size(), want.size()) << dir;
+  for (const auto& [path, bytes] : want) {
+    ASSERT_TRUE(got.count(path)) << path;
+    EXPECT_TRUE(got.at(path) == bytes) << path << " differs from the uninterrupted build";
+  }
+}
+
+// Runs `grist build` in a child with `env_vars` set; returns the wait status.
+int RunBuild(const std::string& config, const std::string& out,
+             const std::vector<std::pair<std::string, std::string>>& env_vars,
+             const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    for (const auto& [k, v] : env_vars) ::setenv(k.c_str(), v.c_str(), 1);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    const std::string bin = std::string(GRIST_BINARY_DIR) + "/grist";
+    ::execl(bin.c_str(), bin.c_str(), "build", "--quiet", "--threads", "2", "--config",
+            config.c_str(), "--output", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return status;
+}
+
+class BuildFaultTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    // 300 documents of sentences over a small vocabulary, every tenth repeated verbatim further
+    // on (dedup removes those), a few too short for the cleaner.
+    static const char* kWords[] = {"the", "data", "pipeline", "token", "shard", "release", "loader",
+                                   "train", "model", "batch", "seed", "merge", "task", "node",
+                                   "cluster", "write", "read", "fast", "slow", "byte", "river",
+                                   "stone", "green", "window", "quiet", "number", "letter", "paper",
+                                   "morning", "garden"};
+    Rng rng(11);
+    std::string jsonl;
+    std::vector<std::string> texts;
+    for (int d = 0; d < 300; ++d) {
+      std::string text;
+      if (d % 10 == 9) {
+        text = texts[d / 2];
+      } else {
+        int sentences = 3 + static_cast<int>(rng.Uniform(8));
+        for (int s = 0; s < sentences; ++s) {
+          int words = 6 + static_cast<int>(rng.Uniform(14));
+          std::string sent;
+          for (int w = 0; w < words; ++w) {
+            std::string word = kWords[rng.Uniform(30)];
+            if (w == 0) word[0] = static_cast<char>(word[0] - 'a' + 'A');
+            sent += (w ? " " : "") + word;
+          }
+          text += (s ? " " : "") + sent + ".";
+        }
+      }
+      texts.push_back(text);
+      jsonl += "{\"text\": \"" + text + "\", \"n\": " + std::to_string(d) + "}\n";
+    }
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), dir_->Join("corpus.jsonl"), jsonl).ok());
+    std::string config =
+        "seed = 5\n[release]\nversion = \"faults\"\n[inputs]\npaths = [\"" +
+        dir_->Join("corpus.jsonl") +
+        "\"]\n[dedup]\nmemory_limit_mb = 64\n"
+        "[tokenizer]\nmodel_type = \"bpe\"\nvocab_size = 300\ncharacter_coverage = 1.0\n"
+        "byte_fallback = true\ninput_sentence_size = 100000\n"
+        "unk_id = 0\nbos_id = 1\neos_id = 2\npad_id = 3\n"
+        "[pack]\nseq_len = 64\nstrategy = \"bestfit\"\n"
+        "[split]\nvalidation_fraction = 0.1\n[shard]\nmax_bytes = 16384\n";
+    config_ = new std::string(dir_->Join("c.toml"));
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), *config_, config).ok());
+    // The uninterrupted build, its work folder kept, with the points it reaches traced.
+    const std::string trace = dir_->Join("trace.txt");
+    int st = RunBuild(*config_, dir_->Join("ref"), {{"GRIST_CRASH_TRACE", trace}}, dir_->Join("ref.log"));
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << ReadFileToString(Env::Default(), dir_->Join("ref.log")).value_or("");
+    reference_ = new std::map<std::string, std::string>(ReleaseBytes(dir_->Join("ref")));
+    trace_ = new std::string(ReadFileToString(Env::Default(), trace).value_or(""));
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    delete trace_;
+    delete config_;
+    delete dir_;
+  }
+  static BuildOptions Options(const std::string& out) {
+    BuildOptions o;
+    o.config_path = *config_;
+    o.output_dir = out;
+    o.run.threads = 2;
+    o.run.progress = false;
+    return o;
+  }
+  // A copy of the reference build's release and work folder at `out`, to damage.
+  static std::string CopyOfReference(const std::string& name) {
+    const std::string out = dir_->Join(name);
+    std::string cmd = "cp -a " + dir_->Join("ref") + " " + out + " && cp -a " + dir_->Join("ref.work") +
+                      " " + out + ".work";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return out;
+  }
+  static TempDir* dir_;
+  static std::string* config_;
+  static std::map<std::string, std::string>* reference_;
+  static std::string* trace_;
+};
+
+TempDir* BuildFaultTest::dir_ = nullptr;
+std::string* BuildFaultTest::config_ = nullptr;
+std::map<std::string, std::string>* BuildFaultTest::reference_ = nullptr;
+std::string* BuildFaultTest::trace_ = nullptr;
+
+TEST_F(BuildFaultTest, ABuildReachesEveryCrashPointInOrder) {
+  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  std::vector<std::string> lines = absl::StrSplit(*trace_, '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines, BuildCrashPoints());
+  ASSERT_TRUE(reference_->count(std::string(shard::kManifestName)));
+  auto v = VerifyRelease(Env::Default(), dir_->Join("ref"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+}
+
+TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
+  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  int i = 0;
+  for (const std::string& point : BuildCrashPoints()) {
+    SCOPED_TRACE(point);
+    const std::string out = dir_->Join(absl::StrCat("kill-", i++));
+    int st = RunBuild(*config_, out, {{"GRIST_CRASH_POINT", point}}, out + ".log");
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+        << "not killed at the point: " << ReadFileToString(Env::Default(), out + ".log").value_or("");
+    // Not published, or published whole: a manifest only after it was renamed into place.
+    const bool published = Env::Default()->FileExists(JoinPath(out, std::string(shard::kManifestName)));
+    EXPECT_EQ(published, point == "build.pack.after_manifest");
+    auto v = VerifyRelease(Env::Default(), out);
+    if (published) {
+      ASSERT_TRUE(v.ok()) << v.status();
+      EXPECT_TRUE(v->ok()) << v->problems.front();
+    } else {
+      EXPECT_FALSE(v.ok()) << "a killed build looks like a release";
+    }
+    st = RunBuild(*config_, out, {}, out + ".log");
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << ReadFileToString(Env::Default(), out + ".log").value_or("");
+    ExpectSameRelease(*reference_, out);
+  }
+}
+
+struct Damage {
+  const char* what;
+  const char* stage;  // the stage that must run again
+  std::string (*apply)(const std::string& work);  // returns the expected note's detail
+};
+
+std::string FirstFile(const std::string& dir, const std::string& ext) {
+  auto names = Env::Default()->ListDir(dir);
+  EXPECT_TRUE(names.ok());
+  for (const std::string& n : *names) {
+    if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0) return n;
+  }
+  ADD_FAILURE() << "no *" << ext << " in " << dir;
+  return "";
+}
+
+void Truncate(const std::string& path) {
+  auto size = Env::Default()->GetFileSize(path);
+  ASSERT_TRUE(size.ok());
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(*size / 2)), 0);
+}
+
+void FlipByte(const std::string& path, uint64_t at) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(at)), 1);
+  c ^= 0x20;
+  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(at)), 1);
+  ::close(fd);
+}
+
+const Damage kDamages[] = {
+    {"a deleted clean part", "clean",
+     [](const std::string& w) {
+       std::string n = FirstFile(JoinPath(w, "clean"), ".jsonl.zst");
+       EXPECT_TRUE(Env::Default()->RemoveFile(JoinPath(w, "clean/" + n)).ok());
+       return "clean/" + n + " is missing";
+     }},
+    {"a truncated dedup part", "dedup",
+     [](const std::string& w) {
+       std::string n = FirstFile(JoinPath(w, "dedup"), ".jsonl.zst");
+       Truncate(JoinPath(w, "dedup/" + n));
+       return "dedup/" + n + " has ";
+     }},
+    {"an added clean part", "clean",
+     [](const std::string& w) {
+       EXPECT_TRUE(WriteFileAtomic(Env::Default(), JoinPath(w, "clean/zz-stray.jsonl.zst"), "x").ok());
+       return std::string("clean/zz-stray.jsonl.zst is not in the record");
+     }},
+    {"a changed tokenizer model", "tokenizer",
+     [](const std::string& w) {
+       FlipByte(JoinPath(w, "tokenizer.model"), 100);
+       return std::string("tokenizer.model does not match its checksum");
+     }},
+    {"a flipped byte in the tokens", "tokenize",
+     [](const std::string& w) {
+       std::string n = FirstFile(JoinPath(w, "tokens"), ".bin");
+       FlipByte(JoinPath(w, "tokens/" + n), 10);
+       return "tokens/" + n + " does not match its checksum";
+     }},
+    {"a corrupt dedup record", "dedup",
+     [](const std::string& w) {
+       EXPECT_TRUE(WriteFileAtomic(Env::Default(), JoinPath(w, "stages/dedup.json"), "{\"config_x").ok());
+       return std::string("not a valid stage record");
+     }},
+    {"a truncated tokenize record", "tokenize",
+     [](const std::string& w) {
+       Truncate(JoinPath(w, "stages/tokenize.json"));
+       return std::string("not a valid stage record");
+     }},
+    {"a deleted tokenizer record", "tokenizer",
+     [](const std::string& w) {
+       EXPECT_TRUE(Env::Default()->RemoveFile(JoinPath(w, "stages/tokenizer.json")).ok());
+       return std::string();  // nothing to note: the stage simply has not completed
+     }},
+};
+
+TEST_F(BuildFaultTest, DamagedRecordsAndOutputsAreDetectedAndTheStageRunsAgain) {
+  int i = 0;
+  for (const Damage& d : kDamages) {
+    SCOPED_TRACE(d.what);
+    const std::string out = CopyOfReference(absl::StrCat("damage-", i++));
+    const std::string detail = d.apply(out + ".work");
+    ::testing::internal::CaptureStderr();
+    auto r = BuildRelease(Env::Default(), Options(out));
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (!detail.empty()) {
+      EXPECT_THAT(err, HasSubstr(detail));
+      EXPECT_THAT(err, HasSubstr("the stage runs again"));
+    }
+    // The damaged stage ran again; every other completed stage was resumed from its record.
+    for (const StageSummary& s : r->stages) {
+      if (s.name == "pack+shard") continue;
+      EXPECT_EQ(s.resumed, s.name != d.stage) << s.name;
+    }
+    ExpectSameRelease(*reference_, out);
+  }
+}
+
+TEST_F(BuildFaultTest, InjectedFailuresAtEveryPowerOfTwoWriteFailCleanlyAndResume) {
+  // The bytes an uninterrupted build appends, through the fault-injecting Env.
+  uint64_t total = 0;
+  {
+    FaultInjectionEnv env(Env::Default());
+    const std::string out = dir_->Join("count");
+    auto r = BuildRelease(&env, Options(out));
+    ASSERT_TRUE(r.ok()) << r.status();
+    total = static_cast<uint64_t>(env.appended_bytes());
+    ExpectSameRelease(*reference_, out);
+  }
+  ASSERT_GT(total, 0u);
+  struct Fault {
+    std::string name;
+    std::function<void(FaultInjectionEnv*)> arm;
+    absl::StatusCode code;
+    std::string message;
+  };
+  std::vector<Fault> faults;
+  for (int k = 1; k < 8; ++k) {
+    const int64_t space = static_cast<int64_t>(total * k / 8);
+    faults.push_back({absl::StrCat("disk full after ", space, " bytes"),
+                      [space](FaultInjectionEnv* e) { e->SetDiskSpace(space); },
+                      absl::StatusCode::kResourceExhausted, "No space left on device"});
+  }
+  // The disk fills during the last file, the manifest (reports/ before it vary by a few bytes
+  // between runs: half the manifest's size is margin enough).
+  {
+    const int64_t space =
+        static_cast<int64_t>(total - reference_->at(std::string(shard::kManifestName)).size() / 2);
+    faults.push_back({"disk full in the manifest",
+                      [space](FaultInjectionEnv* e) { e->SetDiskSpace(space); },
+                      absl::StatusCode::kResourceExhausted, "manifest.json"});
+  }
+  for (int n = 1; n <= (1 << 16); n *= 2) {
+    faults.push_back({absl::StrCat("append ", n, " fails"),
+                      [n](FaultInjectionEnv* e) { e->FailNthAppend(n); }, absl::StatusCode::kDataLoss,
+                      "Input/output error (injected)"});
+  }
+  faults.push_back({"fsync fails", [](FaultInjectionEnv* e) { e->SetFailSync(true); },
+                    absl::StatusCode::kDataLoss, "Input/output error (injected)"});
+  faults.push_back({"rename fails", [](FaultInjectionEnv* e) { e->SetFailRename(true); },
+                    absl::StatusCode::kDataLoss, "Input/output error (injected)"});
+  int i = 0;
+  int beyond = 0;  // FailNthAppend past the build's last append: it must then succeed
+  for (const Fault& f : faults) {
+    SCOPED_TRACE(f.name);
+    const std::string out = dir_->Join(absl::StrCat("fault-", i++));
+    {
+      FaultInjectionEnv env(Env::Default());
+      f.arm(&env);
+      auto r = BuildRelease(&env, Options(out));
+      if (r.ok()) {
+        // Only a FailNthAppend beyond every append may leave the build untouched.
+        EXPECT_THAT(f.name, HasSubstr("append ")) << "a fault was not reported";
+        ++beyond;
+        ExpectSameRelease(*reference_, out);
+        continue;
+      }
+      EXPECT_EQ(r.status().code(), f.code) << r.status();
+      EXPECT_THAT(std::string(r.status().message()), HasSubstr(f.message)) << r.status();
+      EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, std::string(shard::kManifestName))))
+          << "a failed build published a manifest";
+    }
+    auto r = BuildRelease(Env::Default(), Options(out));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectSameRelease(*reference_, out);
+  }
+  EXPECT_GE(beyond, 1) << "raise the largest FailNthAppend: every one fired";
+  EXPECT_LE(beyond, 8) << "most FailNthAppend values never fired";
+}
+
+}  // namespace
+}  // namespace grist::release

@@ -55,6 +55,7 @@ struct CkptFlags {
   int copy_threads = 0;  // 0: the writer's default
   std::string python;  // empty: FindPython picks one that imports torch
   std::string target;  // --target: measured beside `dir`
+  bool mode_given = false;  // --mode on the command line: --target measures that mode only
 };
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
@@ -439,29 +440,16 @@ absl::Status RunTarget(CkptFlags f, uint64_t size, uint64_t bs) {
     return figs;
   };
 
-  ASSIGN_OR_RETURN(auto sweep, SweepFromOptions(f.options, {"queue_depth", "block_size"}));
+  // A --sweep over queue_depth, block_size or mode reaches here once per value, as a child process
+  // that the harness's sweep driver runs with that flag (bench/sweep_driver.h).
   const bool direct = f.mode == "direct";
-  if (sweep) {
-    report.SetParam("mode", absl::StrCat(f.mode, f.async ? " async" : " sync"));
-    report.SetParam(sweep->param == "queue_depth" ? "block size" : "queue depth",
-                    sweep->param == "queue_depth" ? Human(bs) : std::to_string(f.queue_depth));
-    RETURN_IF_ERROR(RunSweep(&report, *sweep, [&](const std::string& v) -> absl::StatusOr<std::vector<Figure>> {
-      ASSIGN_OR_RETURN(int64_t x, SweepInt(*sweep, v));
-      int qd = f.queue_depth;
-      uint64_t block = bs;
-      if (sweep->param == "queue_depth") qd = static_cast<int>(x);
-      else block = static_cast<uint64_t>(x);
-      if (block % 4096) return absl::InvalidArgumentError("block sizes must be multiples of 4096");
-      return measure(qd, block, direct, f.async);
-    }));
-  } else {
-    report.SetParam("queue depth", std::to_string(f.queue_depth));
-    report.SetParam("block size", Human(bs));
-    for (bool d : {true, false}) {
-      for (bool a : {false, true}) {
-        ASSIGN_OR_RETURN(std::vector<Figure> figs, measure(f.queue_depth, bs, d, a));
-        for (auto& fig : figs) report.AddFigure(std::move(fig));
-      }
+  report.SetParam("queue depth", std::to_string(f.queue_depth));
+  report.SetParam("block size", Human(bs));
+  for (bool d : {true, false}) {
+    if (f.mode_given && d != direct) continue;
+    for (bool a : {false, true}) {
+      ASSIGN_OR_RETURN(std::vector<Figure> figs, measure(f.queue_depth, bs, d, a));
+      for (auto& fig : figs) report.AddFigure(std::move(fig));
     }
   }
   report.AddNote(
@@ -671,7 +659,7 @@ BenchRunner Setup(CLI::App* app) {
                   "--output, else .). --sweep takes queue_depth=..., block_size=... or mode=...");
   app->add_option("--size", f->size, "Checkpoint bytes (suffix K, M, G), split over --files")
       ->capture_default_str();
-  app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
+  CLI::Option* mode = app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
       ->capture_default_str();
   app->add_option("--queue-depth", f->queue_depth, "Writes in flight per file")->capture_default_str();
   app->add_option("--block-size", f->block_size, "Bytes per write (multiple of 4096; K/M/G)")
@@ -690,10 +678,13 @@ BenchRunner Setup(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--target", f->target,
                   "A directory on another file system (e.g. a GlusterFS mount): every figure is "
-                  "measured there beside --dir (the local baseline) in the same run; --sweep takes "
-                  "queue_depth or block_size");
+                  "measured there beside --dir (the local baseline) in the same run, direct and "
+                  "buffered (or --mode), sync and async; --sweep takes queue_depth, block_size, mode");
   app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();
-  return [f]() { return Run(*f); };
+  return [f, mode]() {
+    f->mode_given = mode->count() > 0;
+    return Run(*f);
+  };
 }
 
 GRIST_REGISTER_BENCH(ckpt, "ckpt",

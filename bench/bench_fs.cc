@@ -4,7 +4,7 @@
 // (docs/labs/week13-pipeline.md) uses it to tell a slow stage from a slow file system. With
 // --target DIR (e.g. a GlusterFS mount of scripts/gluster.sh) it measures that file system beside
 // --dir (the local ext4) in the same run instead: the same streaming figures, the small-file
-// metadata rates (create, stat, open, negative lookup, unlink), the loader's start-up and `grist
+// metadata rates (create, stat, open, negative lookup, unlink; stat and lookup twice), the loader's start-up and `grist
 // verify` on a copy of --release there; on GlusterFS with its metadata caches off and on.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -159,11 +159,13 @@ absl::StatusOr<std::vector<Figure>> Measure(const FsFlags& f, int64_t block) {
 // --target: the same transfers and metadata operations on the target and on --dir (the local
 // baseline) in turn, repetition by repetition; on GlusterFS once per metadata-cache setting.
 struct MetaRates {
-  std::vector<double> create, stat, open, missing, unlink;
+  std::vector<double> create, stat, restat, open, missing, remissing, unlink;
 };
 
-// One round over `n` small files in a fresh folder: create+write+close, stat, open+close, stat of
-// names that do not exist (a negative lookup each), unlink; the rate of each, in operations/s.
+// One round over `n` small files in a fresh folder: create+write+close, stat, stat again (what a
+// metadata cache can answer), open+close, stat of names that do not exist (a negative lookup each),
+// the same missing names again (what a negative lookup cache can answer), unlink; the rate of
+// each, in operations/s.
 absl::Status MetadataRound(const std::string& dir, int n, int64_t bytes, MetaRates* out) {
   const std::string d = JoinPath(dir, absl::StrCat(".grist-bench-meta-", ::getpid()));
   (void)Env::Default()->RemoveAll(d);
@@ -196,6 +198,11 @@ absl::Status MetadataRound(const std::string& dir, int n, int64_t bytes, MetaRat
     if (::stat(p.c_str(), &st) != 0) return fail(absl::StrCat("stat ", p));
   }
   out->stat.push_back(n / s.Seconds());
+  Stopwatch s2;
+  for (const auto& p : names) {
+    if (::stat(p.c_str(), &st) != 0) return fail(absl::StrCat("stat ", p));
+  }
+  out->restat.push_back(n / s2.Seconds());
   Stopwatch o;
   for (const auto& p : names) {
     int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
@@ -208,6 +215,11 @@ absl::Status MetadataRound(const std::string& dir, int n, int64_t bytes, MetaRat
     if (::stat(p.c_str(), &st) == 0) return fail(absl::StrCat(p, " exists"));
   }
   out->missing.push_back(n / m.Seconds());
+  Stopwatch m2;
+  for (const auto& p : missing) {
+    if (::stat(p.c_str(), &st) == 0) return fail(absl::StrCat(p, " exists"));
+  }
+  out->remissing.push_back(n / m2.Seconds());
   Stopwatch u;
   for (const auto& p : names) {
     if (::unlink(p.c_str()) != 0) return fail(absl::StrCat("unlink ", p));
@@ -347,8 +359,10 @@ absl::Status RunTarget(FsFlags& f) {
     };
     rate(absl::StrCat("create+write+close ", f.file_bytes, " B files"), t.create, base_rates.create);
     rate("stat", t.stat, base_rates.stat);
+    rate("stat, second pass", t.restat, base_rates.restat);
     rate("open+close", t.open, base_rates.open);
     rate("stat of a missing name (negative lookup)", t.missing, base_rates.missing);
+    rate("stat of a missing name, second pass", t.remissing, base_rates.remissing);
     rate("unlink", t.unlink, base_rates.unlink);
     if (!f.release.empty()) {
       Figure lf{absl::StrCat("loader start-up: Open + first batch", tag), "s", Stats::Of(t_loader), peer,

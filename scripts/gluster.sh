@@ -11,12 +11,10 @@
 #                               brick and self-heal daemons it started, detaches the loop devices
 #                               and removes the images. Leaves nothing behind; safe to repeat.
 #   scripts/gluster.sh status   what is up (exit 0 when both volumes are mounted, else 1).
-#   scripts/gluster.sh cache on|off [VOLUME...]
-#                               GlusterFS's client metadata caching: md-cache (stat-prefetch,
-#                               with cache invalidation and a 600 s timeout) and the negative
-#                               lookup cache (nl-cache), on or off (default: both volumes).
 #   scripts/gluster.sh env      prints shell assignments: GRIST_GLUSTER_DIST, GRIST_GLUSTER_REP2
 #                               (the mount points) and GRIST_GLUSTER_DEVICES_* (the loop devices).
+# GlusterFS's metadata caches are switched off and on by `grist bench fs --target DIR
+# --metadata-cache off,on` itself (bench/target_fs.h names the options).
 #
 # Idempotent (start when up, stop when down: no-ops). Needs root and /dev/fuse; without them
 # `start` prints "gluster: SKIPPED: <reason>" and exits 77 (the test-suite convention for a skip).
@@ -138,29 +136,6 @@ mount_volume() {  # volume, mount point
   die "mounting $addr:/$vol on $at failed (log: $STATE/mount-$vol.log)"
 }
 
-set_cache() {  # on|off, volumes...
-  local state=$1 v
-  shift
-  [[ $state == on || $state == off ]] || die "cache takes on or off"
-  for v in "$@"; do
-    cli volume set "$v" performance.stat-prefetch "$state" >/dev/null
-    cli volume set "$v" performance.nl-cache "$state" >/dev/null
-    cli volume set "$v" features.cache-invalidation "$state" >/dev/null
-    if [[ $state == on ]]; then
-      cli volume set "$v" performance.md-cache-timeout 600 >/dev/null
-      cli volume set "$v" performance.nl-cache-timeout 600 >/dev/null
-      cli volume set "$v" features.cache-invalidation-timeout 600 >/dev/null
-    else
-      cli volume reset "$v" performance.md-cache-timeout >/dev/null
-      cli volume reset "$v" performance.nl-cache-timeout >/dev/null
-      cli volume reset "$v" features.cache-invalidation-timeout >/dev/null
-    fi
-  done
-  # The FUSE client switches to the new graph on the next operation; give it that operation.
-  for v in "$@"; do stat -f "$MNT/${v#grist-}" >/dev/null 2>&1 || true; done
-  sleep 1
-}
-
 cmd_start() {
   local why
   why=$(why_not)
@@ -261,12 +236,6 @@ case "${1:-}" in
     [[ $(id -u) -eq 0 ]] || skip "needs root"
     cmd_stop ;;
   status) cmd_status ;;
-  cache)
-    [[ $# -ge 2 ]] || die "usage: gluster.sh cache on|off [VOLUME...]"
-    st=$2
-    shift 2
-    if [[ $# -eq 0 ]]; then set -- "$VOL_DIST" "$VOL_REP2"; fi
-    set_cache "$st" "$@" ;;
   env) cmd_env ;;
-  *) echo "usage: scripts/gluster.sh start|stop|status|cache on|off [VOLUME...]|env" >&2; exit 2 ;;
+  *) echo "usage: scripts/gluster.sh start|stop|status|env" >&2; exit 2 ;;
 esac

@@ -3,7 +3,10 @@
 // io_uring (the disk's ceiling), plain buffered write()+fsync, torch.save (+fsync) through
 // /usr/bin/python3, and memcpy of the same bytes (the snapshot floor for --async). --sweep
 // queue_depth=1,4,16,64 (or block_size=256K,1M,4M, or mode=direct,buffered) gives the week-13 lab
-// its table and plots; --quick caps the size at 64 MiB.
+// its table and plots; --quick caps the size at 64 MiB. --target DIR (a network or parallel file
+// system, e.g. a GlusterFS mount of scripts/gluster.sh) reports each figure there beside --dir (the
+// local ext4) measured in the same run: write GB/s direct/buffered x sync/async, read + verify
+// GB/s, and write amplification counted at the block devices under the bricks.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -21,7 +25,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/registry.h"
+#include "bench/target_fs.h"
 #include "ckptio/checkpoint.h"
+#include "ckptio/reader.h"
 #include "ckptio/write_amp.h"
 #include "ckptio/writer.h"
 #include "common/env.h"
@@ -48,6 +54,8 @@ struct CkptFlags {
   std::string overlap = "auto";
   int copy_threads = 0;  // 0: the writer's default
   std::string python;  // empty: FindPython picks one that imports torch
+  std::string target;  // --target: measured beside `dir`
+  bool mode_given = false;  // --mode on the command line: --target measures that mode only
 };
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
@@ -126,12 +134,14 @@ struct RunResult {
   double blocked_s = 0;   // caller blocked (snapshot) with --async; = total otherwise
   ck::WriteAmp wa;
   std::vector<std::string> notes;
+  std::string dir;  // the published checkpoint, when SaveOnce was asked to keep it
 };
 
 // One checkpoint save of every file (one FileWriter per file, `threads` at a time), published.
 absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
                                    std::vector<std::unique_ptr<ck::FileWriter>>& writers,
-                                   const ck::WriteAmpMeter* meter_proto, int run, bool in_place) {
+                                   const ck::WriteAmpMeter* meter_proto, int run, bool in_place,
+                                   bool keep = false) {
   Env* env = Env::Default();
   const std::string dir = JoinPath(f.dir, absl::StrCat("grist-bench-ckpt-", ::getpid(), "-", run));
   (void)env->RemoveAll(dir);
@@ -185,6 +195,10 @@ absl::StatusOr<RunResult> SaveOnce(const CkptFlags& f, const HostState& st,
   rr.wa = meter.Stop(logical);
   rr.notes = results[0].notes;
   if (!results[0].direct && f.mode == "direct") rr.notes.push_back("O_DIRECT not used");
+  if (keep) {
+    rr.dir = dir;
+    return rr;
+  }
   RETURN_IF_ERROR(env->RemoveAll(dir));
   return rr;
 }
@@ -300,6 +314,155 @@ std::vector<std::unique_ptr<ck::FileWriter>> MakeWriters(const CkptFlags& f, int
   return w;
 }
 
+// --target: the same checkpoint written to the target and to --dir (the local baseline) in turn,
+// repetition by repetition, for direct/buffered x sync/async (or one of them per sweep value); the
+// bytes the block devices under each side took, and a read + checksum verify of what was written.
+absl::Status RunTarget(CkptFlags f, uint64_t size, uint64_t bs) {
+  Env* env = Env::Default();
+  RETURN_IF_ERROR(env->CreateDirs(f.target));
+  ASSIGN_OR_RETURN(TargetFs target, DescribeTargetFs(f.target));
+  ASSIGN_OR_RETURN(TargetFs base, DescribeTargetFs(f.dir));
+  ASSIGN_OR_RETURN(ck::WriteAmpMeter target_meter, ck::WriteAmpMeter::ForDirectory(f.target));
+  ASSIGN_OR_RETURN(ck::WriteAmpMeter base_meter, ck::WriteAmpMeter::ForDirectory(f.dir));
+  f.options.target_dir = f.target;
+  if (!f.options.quiet) {
+    std::fprintf(stderr, "preparing %s of tensors (first touch of fresh memory is slow)...\n",
+                 Human(size).c_str());
+  }
+  HostState st;
+  RETURN_IF_ERROR(MakeState(size, f.files, f.tensors, &st));
+  Report report("ckpt", f.options);
+  report.SetParam("target", absl::StrCat(f.target, ": ", target.Describe()));
+  report.SetParam("baseline (peer column)", absl::StrCat(f.dir, ": ", base.Describe()));
+  report.SetParam("size", Human(size));
+  report.SetParam("files", std::to_string(f.files));
+  report.SetParam("tensors per file", std::to_string(f.tensors));
+
+  struct Side {
+    std::string dir;
+    const TargetFs* fs;
+    const ck::WriteAmpMeter* meter;
+    std::vector<double> gbps, read_gbps, wa, blocked, extra;
+    std::vector<std::string> notes;
+  };
+  int run = 0;
+  std::set<std::string> noted;
+  // The copies each byte is stored in: replica N stores N (the bricks' devices take N x logical).
+  int copies = 1;
+  if (target.gluster_type == "Replicate") {
+    auto info = RunCommand(absl::StrCat("gluster --mode=script volume info ", target.gluster_volume));
+    copies = 2;
+    if (info.ok()) {
+      size_t at = info->output.find(" x ");
+      int n = 0;
+      if (at != std::string::npos && std::sscanf(info->output.c_str() + at + 3, "%d", &n) == 1 && n > 0) copies = n;
+    }
+  }
+  auto measure = [&](int qd, uint64_t block, bool direct, bool async) -> absl::StatusOr<std::vector<Figure>> {
+    CkptFlags g = f;
+    g.mode = direct ? "direct" : "buffered";
+    g.async = async;
+    auto writers = MakeWriters(g, qd, block, direct);
+    Side sides[2] = {{f.target, &target, &target_meter, {}, {}, {}, {}, {}},
+                     {f.dir, &base, &base_meter, {}, {}, {}, {}, {}}};
+    for (int r = 0; r < f.options.warmup + f.options.repetitions; ++r) {
+      const bool keep = r >= f.options.warmup;
+      for (Side& s : sides) {
+        g.dir = s.dir;
+        DeviceSetMeter dev(s.fs->devices);
+        dev.Start();
+        ASSIGN_OR_RETURN(RunResult rr, SaveOnce(g, st, writers, s.meter, run++, false, /*keep=*/true));
+        std::optional<uint64_t> written = dev.Stop();
+        ck::ReadOptions ro;
+        ro.direct = direct;
+        ro.queue_depth = qd;
+        ro.block_size = block;
+        ro.pin_for_cuda = false;
+        Stopwatch rd;
+        absl::Status v = ck::VerifyCheckpoint(rr.dir, ro);
+        const double read_s = rd.Seconds();
+        RETURN_IF_ERROR(env->RemoveAll(rr.dir));
+        RETURN_IF_ERROR(v);
+        if (!keep) continue;
+        s.gbps.push_back(static_cast<double>(size) / rr.total_s / 1e9);
+        s.read_gbps.push_back(static_cast<double>(size) / read_s / 1e9);
+        s.blocked.push_back(rr.blocked_s);
+        if (written) {
+          s.wa.push_back(static_cast<double>(*written) / static_cast<double>(size));
+          if (&s == &sides[0]) {
+            s.extra.push_back(static_cast<double>(*written) - static_cast<double>(copies) * static_cast<double>(size));
+          }
+        }
+        s.notes = rr.notes;
+      }
+    }
+    for (const Side& s : sides) {
+      for (const auto& n : s.notes) {
+        if (noted.insert(absl::StrCat(s.dir, ": ", n)).second) report.AddNote(absl::StrCat(s.dir, ": ", n));
+      }
+    }
+    const std::string how = absl::StrCat(direct ? "direct" : "buffered", async ? " async" : " sync");
+    if (!sides[0].extra.empty()) {
+      report.AddNote(absl::StrFormat(
+          "%s (qd %d, block %s): the target's devices took %d x logical %+.0f KiB per checkpoint "
+          "(median; the bytes beyond the %d cop%s: metadata, journal, xattrs)",
+          how, qd, Human(block), copies, Stats::Of(sides[0].extra).median / 1024, copies,
+          copies == 1 ? "y" : "ies"));
+    }
+    const std::string peer = absl::StrCat("baseline ", base.fs_type, ", same run");
+    std::vector<Figure> figs;
+    auto add = [&](Figure fig, const std::vector<double>& ours, const std::vector<double>& theirs,
+                   const std::string& why_none) {
+      if (ours.empty()) {
+        report.AddNote(absl::StrCat(fig.name, ": not measured on the target: ", why_none));
+        return;
+      }
+      fig.ours = Stats::Of(ours);
+      if (!theirs.empty()) fig.peer = Stats::Of(theirs);
+      else fig.peer_note = why_none;
+      figs.push_back(std::move(fig));
+    };
+    add({absl::StrCat("checkpoint write, ", how), "GB/s", {}, peer, std::nullopt}, sides[0].gbps,
+        sides[1].gbps, "");
+    if (async) {
+      Figure b{absl::StrCat("caller blocked, ", how), "s", {}, peer, std::nullopt};
+      b.higher_is_better = false;
+      add(b, sides[0].blocked, sides[1].blocked, "");
+    }
+    add({absl::StrCat("checkpoint read + verify, ", how), "GB/s", {}, peer, std::nullopt},
+        sides[0].read_gbps, sides[1].read_gbps, "");
+    Figure wa{absl::StrCat("write amplification at the devices, ", how), "x", {}, peer, std::nullopt};
+    wa.higher_is_better = false;
+    wa.target = target.gluster_type == "Replicate" ? "~2 for replica 2" : "~1";
+    add(wa, sides[0].wa, sides[1].wa,
+        sides[0].fs->devices.empty() ? "no local block device under the target"
+                                     : "no local block device under the baseline");
+    return figs;
+  };
+
+  // A --sweep over queue_depth, block_size or mode reaches here once per value, as a child process
+  // that the harness's sweep driver runs with that flag (bench/sweep_driver.h).
+  const bool direct = f.mode == "direct";
+  report.SetParam("queue depth", std::to_string(f.queue_depth));
+  report.SetParam("block size", Human(bs));
+  for (bool d : {true, false}) {
+    if (f.mode_given && d != direct) continue;
+    for (bool a : {false, true}) {
+      ASSIGN_OR_RETURN(std::vector<Figure> figs, measure(f.queue_depth, bs, d, a));
+      for (auto& fig : figs) report.AddFigure(std::move(fig));
+    }
+  }
+  report.AddNote(
+      "Write amplification = bytes the block devices took (sectors written, after sync) / logical "
+      "checkpoint bytes, over the devices under the target's local bricks; the baseline's is the "
+      "whole device it lives on, so other writers on it (builds) add to it. On GlusterFS replica 2 "
+      "each brick gets a full copy (2x); the brick file systems add their journal (XFS log), inode "
+      "updates and xattrs (trusted.gfid, trusted.afr.* changelog, trusted.glusterfs.mdata, "
+      "gfid2path), the .glusterfs/ gfid hard links, and AFR's pre-/post-op dirty marks (the "
+      "self-heal metadata) on every write transaction.");
+  return report.Finish();
+}
+
 absl::Status Run(CkptFlags f) {
   if (f.dir.empty()) f.dir = f.options.output_dir.empty() ? "." : f.options.output_dir;
   if (f.mode != "direct" && f.mode != "buffered") {
@@ -313,6 +476,7 @@ absl::Status Run(CkptFlags f) {
   ASSIGN_OR_RETURN(uint64_t bs, ParseBytes(f.block_size));
   if (bs % 4096) return absl::InvalidArgumentError("--block-size must be a multiple of 4096");
   RETURN_IF_ERROR(Env::Default()->CreateDirs(f.dir));
+  if (!f.target.empty()) return RunTarget(f, size, bs);
   ASSIGN_OR_RETURN(ck::WriteAmpMeter meter, ck::WriteAmpMeter::ForDirectory(f.dir));
   f.options.target_dir = f.dir;
   if (!f.options.quiet) {
@@ -495,7 +659,7 @@ BenchRunner Setup(CLI::App* app) {
                   "--output, else .). --sweep takes queue_depth=..., block_size=... or mode=...");
   app->add_option("--size", f->size, "Checkpoint bytes (suffix K, M, G), split over --files")
       ->capture_default_str();
-  app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
+  CLI::Option* mode = app->add_option("--mode", f->mode, "direct (O_DIRECT, falls back where refused) or buffered")
       ->capture_default_str();
   app->add_option("--queue-depth", f->queue_depth, "Writes in flight per file")->capture_default_str();
   app->add_option("--block-size", f->block_size, "Bytes per write (multiple of 4096; K/M/G)")
@@ -512,8 +676,15 @@ BenchRunner Setup(CLI::App* app) {
                   "Write while the snapshot is copied: on, off, or auto (on with >= 8 CPUs)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app->add_option("--target", f->target,
+                  "A directory on another file system (e.g. a GlusterFS mount): every figure is "
+                  "measured there beside --dir (the local baseline) in the same run, direct and "
+                  "buffered (or --mode), sync and async; --sweep takes queue_depth, block_size, mode");
   app->add_option("--python", f->python, "Interpreter for the torch.save peer")->capture_default_str();
-  return [f]() { return Run(*f); };
+  return [f, mode]() {
+    f->mode_given = mode->count() > 0;
+    return Run(*f);
+  };
 }
 
 GRIST_REGISTER_BENCH(ckpt, "ckpt",

@@ -3,7 +3,8 @@
 # and runs every test: the GoogleTest suites through ctest, then the Python tests (pytest, in the
 # virtual environment setup.sh makes: torch 2.x and the peers of requirements.txt).
 # Environment: GRIST_BUILD_DIR (default build), GRIST_JOBS (default: all CPUs), GRIST_VENV (.venv),
-# GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages, GRIST_SKIP_SLURM=1 the Slurm test.
+# GRIST_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz stages, GRIST_SKIP_SLURM=1 the Slurm test,
+# GRIST_SKIP_GLUSTER=1 the GlusterFS test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -27,6 +28,11 @@ fi
 if [[ -x scripts/test_slurm.sh && "${GRIST_SKIP_SLURM:-0}" != 1 ]]; then
   echo "== Slurm: the pipeline as job arrays on a single-node cluster (GRIST_SKIP_SLURM=1 skips)"
   GRIST_BUILD_DIR="$BUILD" scripts/test_slurm.sh
+fi
+
+if [[ -x scripts/test_gluster.sh && "${GRIST_SKIP_GLUSTER:-0}" != 1 ]]; then
+  echo "== GlusterFS: checkpoints, write amplification and a release on a FUSE volume (GRIST_SKIP_GLUSTER=1 skips)"
+  GRIST_BUILD_DIR="$BUILD" scripts/test_gluster.sh
 fi
 
 if [[ -x scripts/test_extra.sh && "${GRIST_SKIP_SANITIZERS:-0}" != 1 ]]; then

@@ -20,6 +20,22 @@ C=$(realpath "${2:-../shared/corpus}")
 [ -x "$G" ] || { echo "$G missing: build first" >&2; exit 1; }
 OUT=${OUT:-/tmp}/grist-encoder-gpu
 rm -rf "$OUT" && mkdir -p "$OUT"
+# Runs a command, then writes "peak RSS N KiB" and its wall seconds to FILE (python3 instead of
+# /usr/bin/time and bc, which the GPU machine's image may lack).
+measure() {
+  local file=$1; shift
+  python3 - "$file" "$@" <<'PY'
+import resource, subprocess, sys, time
+t = time.perf_counter()
+rc = subprocess.run(sys.argv[2:]).returncode
+wall = time.perf_counter() - t
+with open(sys.argv[1], "w") as f:
+    f.write("peak RSS %d KiB\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+with open(sys.argv[1] + ".wall", "w") as f:
+    f.write("%.3f\n" % wall)
+sys.exit(rc)
+PY
+}
 MODEL=$C/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1
 echo "== encoder scaling ($(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
 for t in ${GRIST_ENCODER_THREADS:-1 2 4 8 16}; do
@@ -32,7 +48,7 @@ echo "== grist tokenize encode end to end (Wikinews + Wikipedia-2015)"
 for engine in grist sentencepiece; do
   for t in 1 2 4 8 16; do
     [ "$engine" = sentencepiece ] && [ "$t" != 1 ] && [ "$t" != 16 ] && continue
-    /usr/bin/time -f "peak RSS %M KiB" -o "$OUT/enc-$engine-t$t.rss" \
+    measure "$OUT/enc-$engine-t$t.rss" \
       "$G" tokenize encode --engine "$engine" --model "$MODEL" --threads "$t" --quiet \
       --input "$C/wikinews-en" --input "$C/wikipedia-en-2015" --output "$OUT/enc-$engine-t$t" \
       | sed "s/^/$engine t=$t: /"
@@ -68,11 +84,10 @@ validation_fraction = 0.01
 TOML
 for t in 1 4 16; do
   echo "== grist build, --threads $t"
-  s=$(date +%s.%N)
-  /usr/bin/time -f "peak RSS %M KiB" -o "$OUT/build-t$t.rss" \
+  measure "$OUT/build-t$t.rss" \
     "$G" build --config "$OUT/corpus.toml" --output "$OUT/rel-t$t" --threads "$t" --quiet
-  e=$(date +%s.%N)
-  echo "build --threads $t: $(echo "$e - $s" | bc) s, $(echo "94 / ($e - $s)" | bc -l | cut -c1-5) MB/s (94 MB in); $(cat "$OUT/build-t$t.rss")"
+  w=$(cat "$OUT/build-t$t.rss.wall")
+  echo "build --threads $t: $w s, $(python3 -c "print(f'{94 / $w:.1f}')") MB/s (94 MB in); $(cat "$OUT/build-t$t.rss")"
 done
 for t in 4 16; do
   if diff -r -x reports "$OUT/rel-t1" "$OUT/rel-t$t" >/dev/null; then

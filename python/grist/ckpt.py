@@ -41,7 +41,16 @@ import threading
 from grist import _ckpt_shard as _shard
 from grist._native import GristError, check, lib
 
-__all__ = ["save", "load", "latest", "list_checkpoints", "verify", "SaveHandle", "GristError"]
+__all__ = ["save", "load", "latest", "list_checkpoints", "verify", "read_manifest", "export",
+           "SaveHandle", "StorageWriter", "StorageReader", "GristError"]
+
+
+def __getattr__(name):
+    # DCP's storage classes load torch.distributed.checkpoint: only when asked for.
+    if name in ("StorageWriter", "StorageReader"):
+        from grist import ckpt_dcp
+        return getattr(ckpt_dcp, name)
+    raise AttributeError(f"module 'grist.ckpt' has no attribute {name!r}")
 
 # DType codes of ckptio/safetensors.h, in order.
 _DTYPE_NAMES = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint.h"
+#include "ckptio/export.h"
 #include "ckptio/reader.h"
 #include "ckptio/writer.h"
 #include "common/json_writer.h"
@@ -356,3 +357,19 @@ GRIST_CAPI int grist_ckpt_read_ranges(const char* path, const char* record_json,
 }
 
 GRIST_CAPI void grist_ckpt_ranges_free(void* h) { delete static_cast<ck::RangeRead*>(h); }
+
+// ck::ExportCheckpoint; `out` gets JSON: files, tensors, total_bytes, index.
+GRIST_CAPI int grist_ckpt_export(const char* dir, const char* out_dir, const char* prefix,
+                                 uint64_t max_shard_bytes, const char** out) {
+  ck::ExportOptions o;
+  o.prefix = prefix ? prefix : "";
+  if (max_shard_bytes > 0) o.max_shard_bytes = max_shard_bytes;
+  auto r = ck::ExportCheckpoint(dir, out_dir, o);
+  if (!r.ok()) return SetError(r.status());
+  grist::JsonWriter w(0);
+  w.BeginObject().Key("files").BeginArray();
+  for (const auto& f : r->files) w.String(f);
+  w.EndArray().Field("tensors", r->tensors).Field("total_bytes", r->total_bytes);
+  w.Field("index", r->index).EndObject();
+  return Out(w.Take(), out);
+}

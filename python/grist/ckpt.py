@@ -94,6 +94,7 @@ lib.grist_ckpt_read_manifest.argtypes = [_S, _c.POINTER(_S)]
 lib.grist_ckpt_read_ranges.argtypes = [_S, _S, _c.c_int, _c.POINTER(_c.c_uint64),
                                        _c.POINTER(_c.c_uint64), _c.c_int, _c.c_int,
                                        _c.POINTER(_P), _c.POINTER(_c.c_uint64)]
+lib.grist_ckpt_export.argtypes = [_S, _S, _S, _c.c_uint64, _c.POINTER(_S)]
 lib.grist_ckpt_ranges_free.argtypes = [_P]
 lib.grist_ckpt_ranges_free.restype = None
 lib.grist_ckpt_latest.argtypes = [_S, _c.c_int, _c.POINTER(_S)]
@@ -611,6 +612,19 @@ class _Loaded:
         if self.handle:
             lib.grist_ckpt_load_free(self.handle)
             self.handle = None
+
+
+def export(path, out_dir, *, prefix="", max_shard_bytes=5 << 30):
+    """Consolidates checkpoint `path` (any world size / placements; grist.ckpt.save's or DCP's
+    through grist.ckpt.StorageWriter) into Hugging Face-style safetensors in `out_dir`: the
+    tensors whose names start with `prefix` (e.g. "model."), named without it, dtypes kept, each
+    assembled whole. Writes `model.safetensors`, or above `max_shard_bytes`
+    `model-0000k-of-0000n.safetensors` + `model.safetensors.index.json`. Returns a dict: files,
+    tensors, total_bytes, index (whether the index file was written)."""
+    out = _S()
+    check(lib.grist_ckpt_export(_bytes(os.fspath(path)), _bytes(os.fspath(out_dir)),
+                                _bytes(prefix), int(max_shard_bytes), _c.byref(out)))
+    return json.loads(out.value.decode())
 
 
 def latest(root, *, verify=False):

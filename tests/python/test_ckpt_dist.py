@@ -317,6 +317,12 @@ class ShardedCkptTest(unittest.TestCase):
             sd = model.state_dict()
             ckpt.load(f"{root}/g2/step-00000003", {"model": sd})
             self.assertIsNone(diff(sd, ref["model"]))
+            # Export of the world-4 shards (grist's and DCP's) into HF-style safetensors.
+            from safetensors.torch import load_file
+            for path in ("g4", "d4"):
+                ckpt.export(f"{root}/{path}/step-00000003", f"{root}/hf-{path}", prefix="model.")
+                self.assertIsNone(diff(load_file(f"{root}/hf-{path}/model.safetensors"),
+                                       ref["model"]), path)
             flat = ckpt.load(f"{root}/d4/step-00000003")  # DCP's flat names
             self.assertTrue(torch.equal(flat["model.emb.weight"], ref["model"]["emb.weight"]))
 

@@ -32,6 +32,8 @@ if [[ $what == ckpt || $what == all ]]; then
     failed=1
   fi
   GRIST_BUILD_DIR=.devcarry/build CKPT_GIB=${CKPT_GIB:-8} scripts/gpu/ckpt.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt.txt"
+  echo "== FSDP2 + grist.ckpt on the GPUs: resume at another world size"
+  scripts/gpu/ckpt_fsdp.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt_fsdp_run.txt"
 fi
 if [[ $what == labs || $what == all ]]; then
   echo "== week-13 pipeline benches (bench build, pack, all --quick)"

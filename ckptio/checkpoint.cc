@@ -552,6 +552,7 @@ absl::StatusOr<std::unique_ptr<SaveHandle>> SaveCheckpoint(FileWriter* writer, c
   m.step = options.step >= 0 ? options.step : std::max<int64_t>(0, StepFromName(dir));
   m.world_size = 1;
   m.metadata = options.metadata;
+  m.version = kManifestVersionCurrent;
   uint64_t at = 0;  // PlanFile lays tensors out contiguously, in order
   for (const HostTensor& t : tensors) {
     TensorEntry e;

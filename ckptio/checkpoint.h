@@ -64,7 +64,9 @@ struct TensorEntry {
 };
 
 struct Manifest {
-  int version = kManifestVersionCurrent;  // 1: per-rank files only; 2: with `tensors`
+  // 1: per-rank files only; 2: with the `tensors` index. Writers that fill `tensors` set 2; the
+  // default keeps a manifest without an index honest (version 1 readers' per-rank semantics).
+  int version = kManifestVersionOldest;
   int64_t step = 0;
   int world_size = 1;
   std::string created_by;   // "grist <version>"

@@ -185,6 +185,7 @@ GRIST_CAPI int grist_ckpt_publish(const char* dir, int64_t step, int world_size,
                                   const char** meta_vals, const char* index_json,
                                   const char* structure_json, int keep_last) {
   ck::Manifest m;
+  m.version = ck::kManifestVersionCurrent;
   m.step = step;
   m.world_size = world_size;
   m.metadata = MakeMeta(nmeta, meta_keys, meta_vals);

@@ -74,6 +74,168 @@ absl::StatusOr<ManifestFile> FileRecordFrom(simdjson::dom::element e, const std:
   return f;
 }
 
+
+absl::StatusOr<std::vector<int64_t>> IntList(simdjson::dom::element e, const std::string& what,
+                                             const std::string& field) {
+  simdjson::dom::array a;
+  if (e.get_array().get(a)) return Bad(what, absl::StrCat(field, " is not an array"));
+  std::vector<int64_t> v;
+  for (auto x : a) {
+    int64_t i;
+    if (x.get_int64().get(i) || i < 0 || i > (int64_t{1} << 50)) {
+      return Bad(what, absl::StrCat(field, " holds a value that is not an integer in [0, 2^50]"));
+    }
+    v.push_back(i);
+    if (v.size() > 64) return Bad(what, absl::StrCat(field, " has more than 64 dimensions"));
+  }
+  return v;
+}
+
+// Product of `v` into `out`; false on overflow past 2^62.
+bool Volume(const std::vector<int64_t>& v, uint64_t* out) {
+  unsigned __int128 p = 1;
+  for (int64_t x : v) {
+    p *= static_cast<uint64_t>(x);
+    if (p > (static_cast<unsigned __int128>(1) << 62)) return false;
+  }
+  *out = static_cast<uint64_t>(p);
+  return true;
+}
+
+bool BoxesOverlap(const ShardEntry& a, const ShardEntry& b) {
+  for (size_t d = 0; d < a.offsets.size(); ++d) {
+    if (a.offsets[d] + a.lengths[d] <= b.offsets[d] || b.offsets[d] + b.lengths[d] <= a.offsets[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string BoxText(const ShardEntry& s) {
+  std::string t = "[";
+  for (size_t d = 0; d < s.offsets.size(); ++d) {
+    absl::StrAppend(&t, d ? ", " : "", s.offsets[d], ":", s.offsets[d] + s.lengths[d]);
+  }
+  return t + "]";
+}
+
+absl::StatusOr<std::vector<TensorEntry>> IndexFrom(simdjson::dom::array index, const Manifest& m,
+                                                   const std::string& what) {
+  std::vector<TensorEntry> out;
+  std::set<std::string> names;
+  // Per file: every byte range any shard claims, to refuse two shards sharing bytes.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> claimed(m.files.size());
+  for (auto e : index) {
+    TensorEntry t;
+    std::string_view name, kind, dtype;
+    if (e["name"].get_string().get(name) || name.empty()) return Bad(what, "a tensor without a name");
+    t.name = std::string(name);
+    const std::string tw = absl::StrCat("tensor '", t.name, "'");
+    if (!names.insert(t.name).second) return Bad(what, absl::StrCat(tw, " listed twice"));
+    if (!e["kind"].get_string().get(kind)) {
+      if (kind != "bytes" && kind != "tensor") return Bad(what, absl::StrCat(tw, ": unknown kind"));
+      t.bytes = kind == "bytes";
+    }
+    uint64_t volume = 0;
+    size_t dsize = 1;
+    if (!t.bytes) {
+      if (e["dtype"].get_string().get(dtype)) return Bad(what, absl::StrCat(tw, ": no dtype"));
+      auto d = DTypeFromName(dtype);
+      if (!d) return Bad(what, absl::StrCat(tw, ": unknown dtype '", std::string(dtype), "'"));
+      t.dtype = *d;
+      dsize = DTypeSize(t.dtype);
+      simdjson::dom::element shape;
+      if (e["shape"].get(shape)) return Bad(what, absl::StrCat(tw, ": no shape"));
+      ASSIGN_OR_RETURN(t.shape, IntList(shape, what, absl::StrCat(tw, " shape")));
+      if (!Volume(t.shape, &volume)) return Bad(what, absl::StrCat(tw, ": shape overflows"));
+    }
+    simdjson::dom::array shards;
+    if (e["shards"].get_array().get(shards)) return Bad(what, absl::StrCat(tw, ": shards is not an array"));
+    uint64_t covered = 0;
+    for (auto se : shards) {
+      ShardEntry s;
+      int64_t rank;
+      if (se["rank"].get_int64().get(rank) || rank < 0 || rank >= m.world_size) {
+        return Bad(what, absl::StrCat(tw, ": a shard's rank is missing or not in [0, world_size)"));
+      }
+      s.rank = static_cast<int>(rank);
+      if (se["begin"].get_uint64().get(s.begin) || se["end"].get_uint64().get(s.end) || s.end < s.begin) {
+        return Bad(what, absl::StrCat(tw, ": a shard's byte range is missing or reversed"));
+      }
+      uint64_t svol = s.end - s.begin;
+      if (!t.bytes) {
+        simdjson::dom::element offs, lens;
+        if (se["offsets"].get(offs) || se["lengths"].get(lens)) {
+          return Bad(what, absl::StrCat(tw, ": a shard without offsets/lengths"));
+        }
+        ASSIGN_OR_RETURN(s.offsets, IntList(offs, what, absl::StrCat(tw, " offsets")));
+        ASSIGN_OR_RETURN(s.lengths, IntList(lens, what, absl::StrCat(tw, " lengths")));
+        if (s.offsets.size() != t.shape.size() || s.lengths.size() != t.shape.size()) {
+          return Bad(what, absl::StrCat(tw, ": a shard's rank (dimensions) differs from the shape's"));
+        }
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+          if (s.offsets[d] + s.lengths[d] > t.shape[d]) {
+            return Bad(what, absl::StrCat(tw, ": shard ", BoxText(s), " lies outside the shape"));
+          }
+        }
+        if (!Volume(s.lengths, &svol)) return Bad(what, absl::StrCat(tw, ": shard size overflows"));
+        if (s.end - s.begin != svol * dsize) {
+          return Bad(what, absl::StrCat(tw, ": shard ", BoxText(s), " has ", s.end - s.begin,
+                                        " bytes, its size needs ", svol * dsize));
+        }
+        covered += svol;
+      }
+      const ManifestFile& f = m.files[static_cast<size_t>(s.rank)];
+      if (s.end > f.data_len) {
+        return Bad(what, absl::StrCat(tw, ": bytes [", s.begin, ", ", s.end, ") lie beyond the data of ",
+                                      f.name, " (", f.data_len, " bytes)"));
+      }
+      if (s.end > s.begin) claimed[static_cast<size_t>(s.rank)].emplace_back(s.begin, s.end);
+      t.shards.push_back(std::move(s));
+    }
+    if (t.bytes) {
+      if (t.shards.size() != 1) return Bad(what, absl::StrCat(tw, ": a byte item needs exactly one shard"));
+    } else {
+      // Boxes sorted by their first offset; only those starting before one's end can overlap it.
+      std::vector<const ShardEntry*> live;
+      for (const ShardEntry& s : t.shards) {
+        uint64_t v = 0;
+        if (Volume(s.lengths, &v) && v > 0) live.push_back(&s);
+      }
+      if (!t.shape.empty()) {
+        std::sort(live.begin(), live.end(), [](const ShardEntry* a, const ShardEntry* b) {
+          return a->offsets[0] < b->offsets[0];
+        });
+      }
+      for (size_t i = 0; i < live.size(); ++i) {
+        for (size_t j = i + 1; j < live.size(); ++j) {
+          if (!t.shape.empty() && live[j]->offsets[0] >= live[i]->offsets[0] + live[i]->lengths[0]) break;
+          if (BoxesOverlap(*live[i], *live[j])) {
+            return Bad(what, absl::StrCat(tw, ": shards ", BoxText(*live[i]), " and ", BoxText(*live[j]),
+                                          " overlap"));
+          }
+        }
+      }
+      if (covered != volume) {
+        return Bad(what, absl::StrCat(tw, ": shards cover ", covered, " of its ", volume,
+                                      " elements (a hole)"));
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  for (size_t r = 0; r < claimed.size(); ++r) {
+    auto& c = claimed[r];
+    std::sort(c.begin(), c.end());
+    for (size_t i = 1; i < c.size(); ++i) {
+      if (c[i].first < c[i - 1].second) {
+        return Bad(what, absl::StrCat("two shards share bytes [", c[i].first, ", ", c[i - 1].second,
+                                      ") of ", m.files[r].name));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RankFileName(int rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
@@ -94,7 +256,7 @@ std::string ManifestJson(const Manifest& m) {
   JsonWriter w(2);
   w.BeginObject();
   w.Field("format", kManifestFormat);
-  w.Field("version", kManifestVersion);
+  w.Field("version", m.version);
   w.Field("step", m.step);
   w.Field("world_size", m.world_size);
   w.Field("created_by", m.created_by.empty() ? std::string("grist ") + GRIST_VERSION : m.created_by);
@@ -104,10 +266,15 @@ std::string ManifestJson(const Manifest& m) {
   w.Key("files").BeginArray();
   for (const ManifestFile& f : m.files) WriteFileRecord(w, f);
   w.EndArray();
+  if (m.version >= 2) w.Key("tensors").Raw(TensorIndexJson(m.tensors));
+  if (m.version >= 2 && !m.structure.empty()) w.Key("structure").Raw(m.structure);
   w.EndObject();
   std::string body = w.Take();
   // body ends with "\n}": the checksum member goes last, covering every byte before its key.
-  while (!body.empty() && (body.back() == '}' || body.back() == '\n')) body.pop_back();
+  // Drop exactly the object's closing brace (members may end in braces themselves).
+  while (!body.empty() && body.back() == '\n') body.pop_back();
+  if (!body.empty() && body.back() == '}') body.pop_back();
+  while (!body.empty() && body.back() == '\n') body.pop_back();
   body += ",\n  ";
   uint64_t h = Hash64(body);
   absl::StrAppend(&body, std::string(kManifestChecksumKey), ": \"", Hex64(h), "\"\n}\n");
@@ -131,10 +298,14 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view text, const std::string&
   if (root["format"].get_string().get(format) || format != kManifestFormat) {
     return Bad(what, "not a grist checkpoint manifest");
   }
-  if (root["version"].get_int64().get(version) || version != kManifestVersion) {
-    return Bad(what, "unsupported manifest version");
+  if (root["version"].get_int64().get(version)) return Bad(what, "no version");
+  if (version > kManifestVersionCurrent || version < kManifestVersionOldest) {
+    return Bad(what, absl::StrCat("manifest version ", version, " is not one this grist reads (",
+                                  kManifestVersionOldest, " to ", kManifestVersionCurrent,
+                                  "): a newer grist wrote it; upgrade grist to read it"));
   }
   Manifest m;
+  m.version = static_cast<int>(version);
   if (root["step"].get_int64().get(m.step) || m.step < 0) return Bad(what, "step");
   if (root["world_size"].get_int64().get(world) || world < 1 || world > (1 << 24)) {
     return Bad(what, "world_size");
@@ -167,7 +338,60 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view text, const std::string&
   }
   std::sort(m.files.begin(), m.files.end(),
             [](const ManifestFile& a, const ManifestFile& b) { return a.rank < b.rank; });
+  if (m.version >= 2) {
+    simdjson::dom::array index;
+    if (root["tensors"].get_array().get(index)) return Bad(what, "tensors is not an array");
+    ASSIGN_OR_RETURN(m.tensors, IndexFrom(index, m, what));
+    simdjson::dom::element structure;
+    if (!root["structure"].get(structure)) m.structure = simdjson::minify(structure);
+  }
   return m;
+}
+
+std::string TensorIndexJson(const std::vector<TensorEntry>& tensors) {
+  JsonWriter w(0);
+  auto ints = [&w](const std::vector<int64_t>& v) {
+    w.BeginArray();
+    for (int64_t x : v) w.Int(x);
+    w.EndArray();
+  };
+  w.BeginArray();
+  for (const TensorEntry& t : tensors) {
+    w.BeginObject().Field("name", t.name);
+    if (t.bytes) {
+      w.Field("kind", "bytes");
+    } else {
+      w.Field("dtype", DTypeName(t.dtype));
+      w.Key("shape");
+      ints(t.shape);
+    }
+    w.Key("shards").BeginArray();
+    for (const ShardEntry& s : t.shards) {
+      w.BeginObject().Field("rank", s.rank);
+      if (!t.bytes) {
+        w.Key("offsets");
+        ints(s.offsets);
+        w.Key("lengths");
+        ints(s.lengths);
+      }
+      w.Field("begin", s.begin).Field("end", s.end).EndObject();
+    }
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+  return w.Take();
+}
+
+absl::StatusOr<std::vector<TensorEntry>> ParseTensorIndex(std::string_view json, const Manifest& m,
+                                                          const std::string& what) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(simdjson::padded_string(json)).get(root); err) {
+    return Bad(what, absl::StrCat("tensors JSON: ", simdjson::error_message(err)));
+  }
+  simdjson::dom::array index;
+  if (root.get_array().get(index)) return Bad(what, "tensors is not an array");
+  return IndexFrom(index, m, what);
 }
 
 absl::StatusOr<Manifest> ReadManifest(Env* env, const std::string& dir) {
@@ -328,6 +552,19 @@ absl::StatusOr<std::unique_ptr<SaveHandle>> SaveCheckpoint(FileWriter* writer, c
   m.step = options.step >= 0 ? options.step : std::max<int64_t>(0, StepFromName(dir));
   m.world_size = 1;
   m.metadata = options.metadata;
+  m.version = kManifestVersionCurrent;
+  uint64_t at = 0;  // PlanFile lays tensors out contiguously, in order
+  for (const HostTensor& t : tensors) {
+    TensorEntry e;
+    e.name = t.spec.name;
+    e.dtype = t.spec.dtype;
+    e.shape = t.spec.shape;
+    uint64_t n = DTypeSize(t.spec.dtype);
+    for (int64_t d : t.spec.shape) n *= static_cast<uint64_t>(d);
+    e.shards.push_back({0, std::vector<int64_t>(e.shape.size(), 0), e.shape, at, at + n});
+    at += n;
+    m.tensors.push_back(std::move(e));
+  }
   const int keep_last = options.keep_last;
   h->thread_ = std::thread([shared = h->shared_, pending, env, dir, m, keep_last]() mutable {
     auto r = pending->Wait();

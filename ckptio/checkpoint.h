@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ckptio/checkpoint_format.h"
 #include "ckptio/safetensors.h"
 #include "ckptio/writer.h"
 #include "common/env.h"
@@ -42,13 +43,48 @@ struct ManifestFile {
   uint64_t header_hash = 0;
 };
 
+// Version 2: where each shard of a global tensor lives (docs/formats/checkpoint.md, "tensors").
+// A sharded tensor's shards partition it exactly (no overlap, no hole); each shard's bytes are the
+// row-major box [offsets, offsets + lengths) of the global tensor, at data-region bytes
+// [begin, end) of the file of rank `rank`.
+struct ShardEntry {
+  int rank = 0;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> lengths;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+struct TensorEntry {
+  std::string name;
+  bool bytes = false;           // an opaque byte string (DCP's BytesIO items): one shard, no dtype
+  DType dtype = DType::kU8;
+  std::vector<int64_t> shape;   // the global shape
+  std::vector<ShardEntry> shards;
+};
+
 struct Manifest {
+  // 1: per-rank files only; 2: with the `tensors` index. Writers that fill `tensors` set 2; the
+  // default keeps a manifest without an index honest (version 1 readers' per-rank semantics).
+  int version = kManifestVersionOldest;
   int64_t step = 0;
   int world_size = 1;
   std::string created_by;   // "grist <version>"
   Metadata metadata;        // user string map (e.g. JSON of a loader's state)
   std::vector<ManifestFile> files;  // sorted by rank
+  std::vector<TensorEntry> tensors; // version 2: the global tensor index
+  // Version 2, optional: JSON of the saved object's nesting (python/grist/ckpt.py's grammar,
+  // docs/formats/checkpoint.md); kept as minified text, empty when absent.
+  std::string structure;
 };
+
+// The global index of a version-2 manifest as JSON (the "tensors" member's value) and back.
+// ParseTensorIndex validates it against `m.files` and `m.world_size`: known dtypes, shards inside
+// the global shape that partition it exactly, byte ranges matching the shard sizes, inside their
+// file's data region and not overlapping each other. DataLoss naming `what` otherwise.
+std::string TensorIndexJson(const std::vector<TensorEntry>& tensors);
+absl::StatusOr<std::vector<TensorEntry>> ParseTensorIndex(std::string_view json, const Manifest& m,
+                                                          const std::string& what);
 
 // "rank-00007.safetensors".
 std::string RankFileName(int rank);

@@ -21,7 +21,9 @@ inline constexpr uint64_t kDefaultChecksumBlock = 1ull << 20;
 
 inline constexpr std::string_view kManifestName = "manifest.json";
 inline constexpr std::string_view kManifestFormat = "grist.checkpoint";
-inline constexpr int kManifestVersion = 1;
+// Manifests this grist writes (2: with the global tensor index) and the oldest it still reads.
+inline constexpr int kManifestVersionCurrent = 2;
+inline constexpr int kManifestVersionOldest = 1;
 // The manifest's own checksum: XXH3-64 of every byte before the last occurrence of this key.
 inline constexpr std::string_view kManifestChecksumKey = "\"manifest_xxh3\"";
 

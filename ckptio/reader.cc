@@ -328,6 +328,239 @@ absl::StatusOr<std::unique_ptr<LoadedFile>> StreamingRead::Finish() {
   return std::move(file_);
 }
 
+namespace {
+
+struct ReadOp {
+  uint64_t off = 0;  // file offset
+  uint64_t len = 0;  // bytes to read (aligned for O_DIRECT; may run past EOF)
+  char* dst = nullptr;
+};
+
+// Reads every op (queue depth `qd`); a read may stop short only at the end of the file
+// (`file_size`), and the bytes below it must all arrive.
+absl::Status ReadOps(int fd, std::vector<ReadOp> ops, uint64_t file_size, int qd_in,
+                     const std::string& path) {
+  struct io_uring ring;
+  const unsigned qd = static_cast<unsigned>(std::clamp(qd_in, 1, 4096));
+  auto flags = internal::SetupRing(&ring, std::max(qd, 4u));
+  auto need = [&](const ReadOp& op) { return std::min(op.off + op.len, file_size) - std::min(op.off, file_size); };
+  if (!flags.ok()) {
+    for (const ReadOp& op : ops) {
+      uint64_t got = 0;
+      const uint64_t want = need(op);
+      while (got < want) {
+        ssize_t r = ::pread(fd, op.dst + got, op.len - got, static_cast<off_t>(op.off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return ErrnoError(errno, absl::StrCat("reading ", path, " at offset ", op.off + got));
+        if (r == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
+        got += static_cast<uint64_t>(r);
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<uint64_t> done(ops.size(), 0);
+  size_t next = 0;
+  unsigned inflight = 0;
+  absl::Status error;
+  auto prep = [&](size_t i) {
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_read(sqe, fd, ops[i].dst + done[i], static_cast<unsigned>(ops[i].len - done[i]),
+                       ops[i].off + done[i]);
+    io_uring_sqe_set_data64(sqe, i);
+    ++inflight;
+  };
+  while (error.ok() && (next < ops.size() || inflight > 0)) {
+    bool submitted = false;
+    while (inflight < qd && next < ops.size()) {
+      prep(next++);
+      submitted = true;
+    }
+    if (submitted) io_uring_submit(&ring);
+    struct io_uring_cqe* cqe = nullptr;
+    int r = io_uring_wait_cqe(&ring, &cqe);
+    if (r == -EINTR) continue;
+    if (r < 0) {
+      error = ErrnoError(-r, "io_uring_wait_cqe");
+      break;
+    }
+    const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    --inflight;
+    if (res == -EAGAIN || res == -EINTR) {
+      prep(i);
+      io_uring_submit(&ring);
+      continue;
+    }
+    if (res < 0) {
+      error = ErrnoError(-res, absl::StrCat("reading ", path, " at offset ", ops[i].off + done[i]));
+      break;
+    }
+    done[i] += static_cast<uint64_t>(res);
+    if (done[i] < need(ops[i])) {
+      if (res == 0) {
+        error = absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
+        break;
+      }
+      prep(i);  // a short read before the end of the file: read the rest
+      io_uring_submit(&ring);
+    }
+  }
+  while (inflight > 0) {
+    struct io_uring_cqe* cqe = nullptr;
+    if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
+    io_uring_cqe_seen(&ring, cqe);
+    --inflight;
+  }
+  io_uring_queue_exit(&ring);
+  return error;
+}
+
+}  // namespace
+
+RangeRead::~RangeRead() {
+  if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+}
+
+absl::StatusOr<std::unique_ptr<RangeRead>> RangeRead::Read(const std::string& path,
+                                                           const ManifestFile& expected,
+                                                           const std::vector<DataRange>& ranges,
+                                                           const ReadOptions& options) {
+  std::unique_ptr<RangeRead> rr(new RangeRead());
+  ASSIGN_OR_RETURN(internal::OpenedFile of, internal::OpenForRead(path, options.direct));
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } fd{of.fd};
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size != expected.size) {
+    return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, the manifest says ", expected.size,
+                                            " (truncated or replaced)"));
+  }
+  if (size < 8) return absl::DataLossError(absl::StrCat(path, ": file shorter than 8 bytes"));
+  uint64_t align = of.direct ? std::max<uint64_t>(4096, of.dio_offset_align) : 4096;
+  auto alloc = [](uint64_t n, const std::string& what) -> absl::StatusOr<char*> {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return ErrnoError(errno, absl::StrCat("allocating ", n, " bytes to read ", what));
+    return static_cast<char*>(p);
+  };
+  // The header: its first aligned block tells its length.
+  std::string head;
+  {
+    uint64_t want = std::min<uint64_t>(RoundUp(std::min<uint64_t>(size, 4096), align), RoundUp(size, align));
+    for (int pass = 0; pass < 2; ++pass) {
+      ASSIGN_OR_RETURN(char* hb, alloc(want, path));
+      absl::Status s = ReadOps(fd.fd, {{0, want, hb}}, size, 1, path);
+      if (s.ok()) head.assign(hb, std::min(want, size));
+      ::munmap(hb, want);
+      RETURN_IF_ERROR(s);
+      ASSIGN_OR_RETURN(uint64_t need, HeaderBytesNeeded(std::string_view(head.data(), 8), size, path));
+      if (need <= head.size()) break;
+      want = RoundUp(need, align);
+    }
+  }
+  ASSIGN_OR_RETURN(uint64_t need, HeaderBytesNeeded(std::string_view(head.data(), 8), size, path));
+  ASSIGN_OR_RETURN(rr->header_, ParseHeader(std::string_view(head.data(), need), size, path));
+  const ParsedHeader& h = rr->header_;
+  if (!h.data_hash) return absl::DataLossError(absl::StrCat(path, ": no grist checksums in the header"));
+  if (options.verify) {
+    if (Hash64(head.data(), h.data_start) != expected.header_hash) {
+      return absl::DataLossError(absl::StrCat(path, ": header checksum mismatch (bytes [0, ", h.data_start, "))"));
+    }
+    if (DataHashOf(h.block_hashes) != *h.data_hash || expected.data_hash != *h.data_hash) {
+      return absl::DataLossError(absl::StrCat(path, ": file checksum mismatch"));
+    }
+  }
+  const uint64_t data_len = size - h.data_start;
+  const uint64_t B = h.checksum_block;
+  if (data_len != expected.data_len) {
+    return absl::DataLossError(absl::StrCat(path, ": ", data_len, " data bytes, the manifest says ", expected.data_len));
+  }
+  if (B == 0 || B % 4096 != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": checksum block of ", B, " bytes is not a multiple of 4096"));
+  }
+  // O_DIRECT needs every read aligned; a file written for another alignment is read buffered.
+  int rfd = fd.fd;
+  Fd buffered{-1};
+  if (of.direct && (h.data_start % align != 0 || B % align != 0)) {
+    ASSIGN_OR_RETURN(internal::OpenedFile bf, internal::OpenForRead(path, false));
+    buffered.fd = bf.fd;
+    rfd = bf.fd;
+    align = 4096;
+  } else {
+    rr->direct_ = of.direct;
+  }
+  // Needed blocks, merged into runs [first, last] of consecutive blocks.
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;
+  for (const DataRange& r : ranges) {
+    if (r.end < r.begin || r.end > data_len) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": range [", r.begin, ", ", r.end,
+                                                     ") is not inside the data region of ", data_len, " bytes"));
+    }
+    if (r.end > r.begin) blocks.emplace_back(r.begin / B, (r.end - 1) / B);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  for (const auto& b : blocks) {
+    if (!runs.empty() && b.first <= runs.back().second + 1) {
+      runs.back().second = std::max(runs.back().second, b.second);
+    } else {
+      runs.push_back(b);
+    }
+  }
+  std::vector<uint64_t> run_offset(runs.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    run_offset[i] = total;
+    const uint64_t bytes = std::min(data_len, (runs[i].second + 1) * B) - runs[i].first * B;
+    total += RoundUp(bytes, align);
+  }
+  rr->capacity_ = RoundUp(std::max<uint64_t>(total, 4096), 4096);
+  ASSIGN_OR_RETURN(rr->buffer_, alloc(rr->capacity_, path));
+  std::vector<ReadOp> ops;
+  const uint64_t chunk = std::max<uint64_t>(RoundUp(options.block_size, B), B);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const uint64_t begin = runs[i].first * B;
+    const uint64_t end = std::min(data_len, (runs[i].second + 1) * B);
+    for (uint64_t off = begin; off < end; off += chunk) {
+      const uint64_t n = std::min(chunk, end - off);
+      ops.push_back({h.data_start + off, RoundUp(n, align), rr->buffer_ + run_offset[i] + (off - begin)});
+    }
+    rr->bytes_read_ += end - begin;
+  }
+  RETURN_IF_ERROR(ReadOps(rfd, std::move(ops), size, options.queue_depth, path));
+  if (options.verify) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (uint64_t b = runs[i].first; b <= runs[i].second; ++b) {
+        const uint64_t off = b * B;
+        const uint64_t n = std::min(B, data_len - off);
+        const char* p = rr->buffer_ + run_offset[i] + (off - runs[i].first * B);
+        if (b >= h.block_hashes.size() || Hash64(p, n) != h.block_hashes[b]) {
+          return absl::DataLossError(absl::StrCat(path, ": checksum mismatch in block ", b, " (file bytes [",
+                                                  h.data_start + off, ", ", h.data_start + off + n, "))"));
+        }
+      }
+    }
+  }
+  rr->range_offsets_.resize(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const DataRange& r = ranges[i];
+    if (r.end == r.begin) {
+      rr->range_offsets_[i] = 0;
+      continue;
+    }
+    const uint64_t b = r.begin / B;
+    size_t k = static_cast<size_t>(std::upper_bound(runs.begin(), runs.end(), std::make_pair(b, UINT64_MAX)) -
+                                   runs.begin()) - 1;
+    rr->range_offsets_[i] = run_offset[k] + (r.begin - runs[k].first * B);
+  }
+  return rr;
+}
+
 absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(const std::string& path,
                                                                const ReadOptions& options,
                                                                const ManifestFile* expected) {

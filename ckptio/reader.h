@@ -107,6 +107,43 @@ class StreamingRead {
   absl::Status error_;        // GUARDED_BY(mu_)
 };
 
+// Part of a rank file's data region: bytes [begin, end), relative to the data start.
+struct DataRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Reads only the checksum blocks of one checkpoint file that cover `ranges` (a resharding load
+// reads just the bytes overlapping its shards): the header first (its checksum, and the block
+// list's digest, checked against the manifest's record), then each needed run of blocks with
+// io_uring (O_DIRECT where allowed: blocks are multiples of 4096 from a 4096-aligned data start),
+// every block verified against its XXH3-64 before Range() is available. DataLoss naming the file
+// and block on any mismatch; InvalidArgument for a range beyond the data region.
+class RangeRead {
+ public:
+  static absl::StatusOr<std::unique_ptr<RangeRead>> Read(const std::string& path,
+                                                         const ManifestFile& expected,
+                                                         const std::vector<DataRange>& ranges,
+                                                         const ReadOptions& options);
+  ~RangeRead();
+  RangeRead(const RangeRead&) = delete;
+  RangeRead& operator=(const RangeRead&) = delete;
+  // The bytes of ranges[i] (valid while this object lives).
+  const char* Range(size_t i) const { return buffer_ + range_offsets_[i]; }
+  const ParsedHeader& header() const { return header_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+  bool direct() const { return direct_; }
+
+ private:
+  RangeRead() = default;
+  ParsedHeader header_;
+  char* buffer_ = nullptr;
+  uint64_t capacity_ = 0;
+  std::vector<uint64_t> range_offsets_;
+  uint64_t bytes_read_ = 0;
+  bool direct_ = false;
+};
+
 // Reads and verifies one safetensors file. With `expected`, its size and checksums must match.
 absl::StatusOr<std::unique_ptr<LoadedFile>> ReadCheckpointFile(const std::string& path,
                                                                const ReadOptions& options,

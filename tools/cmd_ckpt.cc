@@ -1,8 +1,10 @@
-// `grist ckpt latest|verify|inspect`: find, check and describe checkpoints written by ckptio.
+// `grist ckpt latest|verify|inspect|export`: find, check, describe and export checkpoints written
+// by ckptio.
 #include <cstdio>
 #include <memory>
 
 #include "ckptio/checkpoint.h"
+#include "ckptio/export.h"
 #include "ckptio/reader.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -18,6 +20,9 @@ struct CkptFlags {
   CommonFlags common;
   std::string path;
   bool verify = false;
+  std::string out;
+  std::string prefix;
+  double max_shard_gb = 5;
 };
 
 Runner Setup(CLI::App* app) {
@@ -30,12 +35,35 @@ Runner Setup(CLI::App* app) {
   verify->add_option("dir", f->path, "Checkpoint folder")->required();
   CLI::App* inspect = app->add_subcommand("inspect", "Print a checkpoint's manifest and tensors");
   inspect->add_option("dir", f->path, "Checkpoint folder")->required();
-  for (CLI::App* sub : {latest, verify, inspect}) {
+  CLI::App* exp = app->add_subcommand(
+      "export", "Consolidate a (sharded) checkpoint into HF-style safetensors (model.safetensors, or "
+                "model-0000k-of-0000n.safetensors + model.safetensors.index.json)");
+  exp->add_option("dir", f->path, "Checkpoint folder")->required();
+  exp->add_option("out", f->out, "Output folder")->required();
+  exp->add_option("--prefix", f->prefix, "Only tensors whose names start with this (e.g. model.), "
+                                         "written without it");
+  exp->add_option("--max-shard-gb", f->max_shard_gb, "Split into several files above this size (GB)");
+  for (CLI::App* sub : {latest, verify, inspect, exp}) {
     sub->add_option("--json", f->common.json_path, "Write the result as JSON to FILE");
   }
-  return [f, latest, verify, inspect]() -> absl::Status {
+  return [f, latest, verify, inspect, exp]() -> absl::Status {
     Env* env = Env::Default();
     JsonWriter w;
+    if (exp->parsed()) {
+      ck::ExportOptions o;
+      o.prefix = f->prefix;
+      o.max_shard_bytes = static_cast<uint64_t>(f->max_shard_gb * 1e9);
+      if (o.max_shard_bytes == 0) o.max_shard_bytes = 1;
+      ASSIGN_OR_RETURN(ck::ExportResult r, ck::ExportCheckpoint(f->path, f->out, o));
+      std::printf("%s: %llu tensors, %llu bytes -> %s (%zu file(s)%s)\n", f->path.c_str(),
+                  static_cast<unsigned long long>(r.tensors),
+                  static_cast<unsigned long long>(r.total_bytes), f->out.c_str(), r.files.size(),
+                  r.index ? " + model.safetensors.index.json" : "");
+      w.BeginObject().Field("out", f->out).Key("files").BeginArray();
+      for (const auto& file : r.files) w.String(file);
+      w.EndArray().Field("tensors", r.tensors).Field("total_bytes", r.total_bytes).EndObject();
+      return MaybeWriteJson(f->common, w.str());
+    }
     if (latest->parsed()) {
       ASSIGN_OR_RETURN(std::string p, ck::LatestCheckpoint(env, f->path, f->verify));
       std::printf("%s\n", p.c_str());
@@ -83,7 +111,7 @@ Runner Setup(CLI::App* app) {
   };
 }
 
-GRIST_REGISTER_COMMAND(ckpt, "ckpt", "Find, verify and inspect checkpoints (latest, verify, inspect)",
+GRIST_REGISTER_COMMAND(ckpt, "ckpt", "Find, verify, inspect and export checkpoints (latest, verify, inspect, export)",
                        Setup);
 
 }  // namespace

@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint.h"
+#include "ckptio/export.h"
 #include "ckptio/reader.h"
 #include "ckptio/writer.h"
 #include "common/json_writer.h"
@@ -176,10 +179,13 @@ GRIST_CAPI int grist_ckpt_pending_wait(void* p, int rank, const char** out) {
 GRIST_CAPI void grist_ckpt_pending_free(void* p) { delete static_cast<ck::PendingFile*>(p); }
 
 // records: n JSON file records (from grist_ckpt_pending_wait's "record").
+// index_json: the global tensor index (ck::TensorIndexJson's grammar), validated before publishing.
 GRIST_CAPI int grist_ckpt_publish(const char* dir, int64_t step, int world_size, int n,
                                   const char** records, int nmeta, const char** meta_keys,
-                                  const char** meta_vals, int keep_last) {
+                                  const char** meta_vals, const char* index_json,
+                                  const char* structure_json, int keep_last) {
   ck::Manifest m;
+  m.version = ck::kManifestVersionCurrent;
   m.step = step;
   m.world_size = world_size;
   m.metadata = MakeMeta(nmeta, meta_keys, meta_vals);
@@ -190,6 +196,22 @@ GRIST_CAPI int grist_ckpt_publish(const char* dir, int64_t step, int world_size,
   }
   std::sort(m.files.begin(), m.files.end(),
             [](const ck::ManifestFile& a, const ck::ManifestFile& b) { return a.rank < b.rank; });
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    if (m.files[i].rank != static_cast<int>(i)) {
+      return SetError(absl::InvalidArgumentError(absl::StrCat("publishing ", dir, ": no file of rank ", i)));
+    }
+  }
+  auto index = ck::ParseTensorIndex(index_json ? index_json : "[]", m, std::string(dir));
+  if (!index.ok()) return SetError(index.status());
+  m.tensors = std::move(*index);
+  if (structure_json && *structure_json) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element e;
+    if (parser.parse(simdjson::padded_string(std::string_view(structure_json))).get(e)) {
+      return SetError(absl::InvalidArgumentError("structure is not valid JSON"));
+    }
+    m.structure = simdjson::minify(e);
+  }
   grist::Env* env = grist::Env::Default();
   if (absl::Status s = ck::PublishCheckpoint(env, dir, m); !s.ok()) return SetError(s);
   return SetError(ck::ApplyRetention(env, grist::DirName(dir), keep_last));
@@ -300,3 +322,55 @@ GRIST_CAPI int grist_ckpt_load_finish(void* h, int* pinned) {
 }
 
 GRIST_CAPI void grist_ckpt_load_free(void* h) { delete static_cast<Loaded*>(h); }
+
+// The text of `dir`/manifest.json once it parsed and validated (checksum, files, tensor index).
+GRIST_CAPI int grist_ckpt_read_manifest(const char* dir, const char** out) {
+  grist::Env* env = grist::Env::Default();
+  const std::string path = grist::JoinPath(dir, "manifest.json");
+  if (!env->FileExists(path)) {
+    return SetError(absl::NotFoundError(absl::StrCat(dir, " is not a published checkpoint (no manifest.json)")));
+  }
+  auto text = grist::ReadFileToString(env, path);
+  if (!text.ok()) return SetError(text.status());
+  if (text->size() > (64u << 20)) return SetError(absl::DataLossError(absl::StrCat(path, ": larger than 64 MiB")));
+  auto m = ck::ParseManifest(*text, path);
+  if (!m.ok()) return SetError(m.status());
+  return Out(std::move(*text), out);
+}
+
+// ck::RangeRead of `path` (the file of manifest record `record_json`): ranges [begins[i], ends[i])
+// of its data region; addrs[i] gets each range's address, valid until grist_ckpt_ranges_free.
+GRIST_CAPI int grist_ckpt_read_ranges(const char* path, const char* record_json, int n,
+                                      const uint64_t* begins, const uint64_t* ends, int verify,
+                                      int direct, void** handle, uint64_t* addrs) {
+  auto rec = ck::ParseFileRecord(record_json);
+  if (!rec.ok()) return SetError(rec.status());
+  std::vector<ck::DataRange> ranges(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ranges[i] = {begins[i], ends[i]};
+  ck::ReadOptions ro;
+  ro.verify = verify != 0;
+  ro.direct = direct != 0;
+  auto r = ck::RangeRead::Read(path, *rec, ranges, ro);
+  if (!r.ok()) return SetError(r.status());
+  for (int i = 0; i < n; ++i) addrs[i] = reinterpret_cast<uint64_t>((*r)->Range(static_cast<size_t>(i)));
+  *handle = r->release();
+  return 0;
+}
+
+GRIST_CAPI void grist_ckpt_ranges_free(void* h) { delete static_cast<ck::RangeRead*>(h); }
+
+// ck::ExportCheckpoint; `out` gets JSON: files, tensors, total_bytes, index.
+GRIST_CAPI int grist_ckpt_export(const char* dir, const char* out_dir, const char* prefix,
+                                 uint64_t max_shard_bytes, const char** out) {
+  ck::ExportOptions o;
+  o.prefix = prefix ? prefix : "";
+  if (max_shard_bytes > 0) o.max_shard_bytes = max_shard_bytes;
+  auto r = ck::ExportCheckpoint(dir, out_dir, o);
+  if (!r.ok()) return SetError(r.status());
+  grist::JsonWriter w(0);
+  w.BeginObject().Key("files").BeginArray();
+  for (const auto& f : r->files) w.String(f);
+  w.EndArray().Field("tensors", r->tensors).Field("total_bytes", r->total_bytes);
+  w.Field("index", r->index).EndObject();
+  return Out(w.Take(), out);
+}

@@ -38,9 +38,19 @@ import json
 import os
 import threading
 
+from grist import _ckpt_shard as _shard
 from grist._native import GristError, check, lib
 
-__all__ = ["save", "load", "latest", "list_checkpoints", "verify", "SaveHandle", "GristError"]
+__all__ = ["save", "load", "latest", "list_checkpoints", "verify", "read_manifest", "export",
+           "SaveHandle", "StorageWriter", "StorageReader", "GristError"]
+
+
+def __getattr__(name):
+    # DCP's storage classes load torch.distributed.checkpoint: only when asked for.
+    if name in ("StorageWriter", "StorageReader"):
+        from grist import ckpt_dcp
+        return getattr(ckpt_dcp, name)
+    raise AttributeError(f"module 'grist.ckpt' has no attribute {name!r}")
 
 # DType codes of ckptio/safetensors.h, in order.
 _DTYPE_NAMES = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",
@@ -79,7 +89,14 @@ lib.grist_ckpt_pending_wait.argtypes = [_P, _c.c_int, _c.POINTER(_S)]
 lib.grist_ckpt_pending_free.argtypes = [_P]
 lib.grist_ckpt_pending_free.restype = None
 lib.grist_ckpt_publish.argtypes = [_S, _c.c_int64, _c.c_int, _c.c_int, _c.POINTER(_S), _c.c_int,
-                                   _c.POINTER(_S), _c.POINTER(_S), _c.c_int]
+                                   _c.POINTER(_S), _c.POINTER(_S), _S, _S, _c.c_int]
+lib.grist_ckpt_read_manifest.argtypes = [_S, _c.POINTER(_S)]
+lib.grist_ckpt_read_ranges.argtypes = [_S, _S, _c.c_int, _c.POINTER(_c.c_uint64),
+                                       _c.POINTER(_c.c_uint64), _c.c_int, _c.c_int,
+                                       _c.POINTER(_P), _c.POINTER(_c.c_uint64)]
+lib.grist_ckpt_export.argtypes = [_S, _S, _S, _c.c_uint64, _c.POINTER(_S)]
+lib.grist_ckpt_ranges_free.argtypes = [_P]
+lib.grist_ckpt_ranges_free.restype = None
 lib.grist_ckpt_latest.argtypes = [_S, _c.c_int, _c.POINTER(_S)]
 lib.grist_ckpt_list.argtypes = [_S, _c.POINTER(_S)]
 lib.grist_ckpt_verify.argtypes = [_S]
@@ -124,32 +141,7 @@ def _strings(items):
     return arr
 
 
-# ---- flattening nested state ----
-
-def _flatten(obj, prefix, tensors):
-    torch = _torch()
-    if isinstance(obj, torch.Tensor):
-        if not prefix:
-            raise ValueError("grist.ckpt: a bare tensor needs a name; save a dict")
-        tensors.append((prefix, obj))
-        return {"__tensor__": prefix}
-    if isinstance(obj, dict):
-        items = []
-        for k, v in obj.items():
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TypeError(f"grist.ckpt: dict key {k!r} at '{prefix}' is not a str or int")
-            child = f"{prefix}.{k}" if prefix else str(k)
-            items.append([k, _flatten(v, child, tensors)])
-        return {"__dict__": items}
-    if isinstance(obj, (list, tuple)):
-        kind = "__tuple__" if isinstance(obj, tuple) else "__list__"
-        return {kind: [_flatten(v, f"{prefix}.{i}" if prefix else str(i), tensors)
-                       for i, v in enumerate(obj)]}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"grist.ckpt: cannot store {type(obj).__name__} at '{prefix}': only tensors, "
-                    "dicts, lists, tuples, str, int, float, bool and None")
-
+# ---- nested state ----
 
 def _unflatten(node, tensors):
     if isinstance(node, dict):
@@ -206,27 +198,31 @@ def _dist():
 
 class SaveHandle:
     """A checkpoint being written. `wait()` returns the folder once it is published; `done()`
-    tells whether that has happened (without blocking)."""
+    tells whether that has happened (without blocking). Publishing runs on a background thread on
+    every rank (with several ranks, over torch.distributed's store, no collectives), so nobody
+    has to call wait() for the checkpoint to be published."""
 
     def __init__(self, path, pending, rank, world_size, step, metadata, keep_last, blocked_s,
-                 keep=None):
+                 keep=None, shards=None, globals_=None, coord=None, structure=None):
         self.path = path
         self.rank = rank
         self.world_size = world_size
         self.blocked_seconds = blocked_s  # time save() held the caller
         self.file_info = None
         self._pending = pending
-        self._keep = keep  # tensors written in place: alive until the file is written
+        self._keep = keep            # tensors written in place: alive until durable
         self._step = step
         self._metadata = metadata
         self._keep_last = keep_last
+        self._shards = shards or []  # [name, offsets, lengths, begin, end] of this rank's file
+        self._globals = globals_ or []  # [name, dtype, shape] of every tensor (rank 0 publishes)
+        self._coord = coord
+        self._structure = structure  # rank 0's, published in the manifest
         self._error = None
         self._published = threading.Event()
         self._lock = threading.Lock()
-        self._thread = None
-        if world_size == 1:
-            self._thread = threading.Thread(target=self._finish_local, daemon=True)
-            self._thread.start()
+        self._thread = threading.Thread(target=self._finish, daemon=True)
+        self._thread.start()
 
     def _wait_file(self):
         out = _S()
@@ -236,21 +232,29 @@ class SaveHandle:
         self.file_info = json.loads(out.value.decode())
         return self.file_info["record"]
 
-    def _publish(self, records):
-        keys = list(self._metadata.keys())
-        vals = [self._metadata[k] for k in keys]
-        recs = [json.dumps(r) for r in records]
-        check(lib.grist_ckpt_publish(_bytes(self.path), self._step, self.world_size, len(recs),
-                                     _strings(recs), len(keys), _strings(keys), _strings(vals),
-                                     self._keep_last))
+    def _publish(self, parts):
+        index = _build_index(self._globals, parts)
+        _publish(self.path, self._step, self.world_size, [p["record"] for p in parts],
+                 self._metadata, index, self._keep_last, self._structure)
 
-    def _finish_local(self):
+    def _finish(self):
         try:
-            self._publish([self._wait_file()])
+            try:
+                record = self._wait_file()
+            except BaseException as e:
+                if self._coord is not None:
+                    self._coord.fail(str(e))
+                raise
+            finally:
+                self._release()
+            part = {"record": record, "shards": self._shards}
+            if self._coord is None:
+                self._publish([part])
+            else:
+                self._coord.finish(part, self._publish)
         except BaseException as e:  # reported by wait()
-            self._error = e
+            self._error = e if isinstance(e, GristError) else GristError(str(e))
         finally:
-            self._release()
             self._published.set()
 
     def _release(self):
@@ -262,48 +266,57 @@ class SaveHandle:
 
     def wait(self):
         """Blocks until the checkpoint is published; returns its folder. Raises GristError when
-        the save failed (the previous checkpoints are intact). Collective when world_size > 1."""
-        if self._thread is not None:
-            self._thread.join()
-        elif not self._published.is_set():
-            try:
-                rec = self._wait_file()
-                err = None
-            except GristError as e:
-                rec, err = None, str(e)
-            finally:
-                self._release()
-            dist = _dist()
-            gathered = [None] * self.world_size
-            dist.all_gather_object(gathered, {"record": rec, "error": err})
-            errors = [g["error"] for g in gathered if g["error"]]
-            if not errors and self.rank == 0:
-                try:
-                    self._publish([g["record"] for g in gathered])
-                except GristError as e:
-                    errors.append(str(e))
-            status = [errors[0] if errors else None]
-            dist.broadcast_object_list(status, src=0)
-            if status[0]:
-                self._error = GristError(f"checkpoint {self.path}: {status[0]}")
-            self._published.set()
+        the save failed on any rank (naming it; the previous checkpoints are intact)."""
+        self._thread.join()
         if self._error is not None:
-            raise self._error
+            raise GristError(f"checkpoint {self.path}: {self._error}")
         return self.path
 
     def done(self):
         """True once the checkpoint is published (or failed: wait() raises the error)."""
-        if self.world_size == 1:
-            return self._published.is_set()
-        return self._published.is_set() or (
-            self._pending is not None and bool(lib.grist_ckpt_pending_done(self._pending)))
+        return self._published.is_set()
+
+
+def _publish(path, step, world_size, records, metadata, index, keep_last, structure=None):
+    keys = list(metadata.keys())
+    vals = [metadata[k] for k in keys]
+    recs = [json.dumps(r) for r in records]
+    check(lib.grist_ckpt_publish(_bytes(path), int(step), world_size, len(recs), _strings(recs),
+                                 len(keys), _strings(keys), _strings(vals),
+                                 _bytes(json.dumps(index, separators=(",", ":"))),
+                                 _bytes(structure) if structure else None, int(keep_last)))
+
+
+def _build_index(globals_, parts):
+    """The manifest's tensor index: every tensor of `globals_` ([name, dtype code, shape]) with
+    the shards the ranks' `parts` hold."""
+    shards = {}
+    for rank, p in enumerate(parts):
+        for name, offs, lens, b, e in p["shards"]:
+            shards.setdefault(name, []).append({"rank": rank, "offsets": offs, "lengths": lens,
+                                                "begin": b, "end": e})
+    index = []
+    for name, code, shape in globals_:
+        index.append({"name": name, "dtype": _DTYPE_NAMES[code], "shape": shape,
+                      "shards": shards.pop(name, [])})
+    if shards:
+        raise GristError(f"grist.ckpt: ranks hold tensors rank 0 does not ({sorted(shards)[:3]}): "
+                         "every rank must save the same state dict keys")
+    return index
 
 
 def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=None,
          rank=None, world_size=None, direct=True, queue_depth=16, block_size=4 << 20,
-         overlap=None, snapshot=True, copy_threads=None):
-    """Saves `state_dict` (nested dicts/lists of tensors and plain values) as checkpoint folder
-    `path`. Returns a SaveHandle; with blocking=True waits for it first.
+         overlap=None, snapshot=True, copy_threads=None, timeout=None):
+    """Saves `state_dict` as checkpoint folder `path`. Returns a SaveHandle; with blocking=True
+    waits for it first.
+
+    The state holds nested dicts/lists/tuples of torch.Tensor, DTensor (Shard(d)/Replicate()
+    placements on any DeviceMesh, uneven shards included), plain values (str, int, float, bool,
+    None) and objects with state_dict()/load_state_dict() (saved as their state_dict()). Each rank
+    writes only its own shards; a replicated tensor (a DTensor's Replicate() dims, or a plain
+    tensor when several ranks save: assumed equal on every rank, as DDP keeps them) is written
+    once, by one rank. Plain values are taken from rank 0.
 
     step: recorded in the manifest (default: the trailing digits of the folder name, else 0).
     keep_last: after publishing, keep only the newest K published checkpoints beside `path`.
@@ -319,6 +332,9 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
         blocking=True always writes host tensors in place (nothing can modify them meanwhile).
     copy_threads: threads of the writer's snapshot copy (None: the CPUs this process may use,
         divided by LOCAL_WORLD_SIZE, at most 16).
+    timeout: with several ranks, seconds a rank waits for the others once its own part is done
+        (default GRIST_CKPT_TIMEOUT or 300); a rank that fails or dies is then named in the
+        error every rank raises.
     """
     global _last_handle
     import time
@@ -330,6 +346,8 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
         rank = dist.get_rank() if dist else 0
     if world_size is None:
         world_size = dist.get_world_size() if dist else 1
+    if world_size > 1 and dist is None:
+        raise ValueError("grist.ckpt.save: world_size > 1 needs torch.distributed initialized")
     path = os.fspath(path)
     if step is None:
         s = _c.c_int64()
@@ -337,81 +355,109 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
         step = max(0, s.value)
     metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
 
-    tensors = []
-    structure = _flatten(state_dict, "", tensors)
-    to_code, _ = _dtype_tables()
-    names = [n for n, _ in tensors]
-    if len(set(names)) != len(names):
-        raise ValueError("grist.ckpt: two tensors flatten to the same name (a key contains '.')")
-    dtypes, ndims, dims = [], [], []
-    for n, t in tensors:
-        if t.dtype not in to_code:
-            raise TypeError(f"grist.ckpt: tensor '{n}' has dtype {t.dtype}, which safetensors lacks")
-        dtypes.append(to_code[t.dtype])
-        ndims.append(t.dim())
-        dims.extend(int(d) for d in t.shape)
-    file_meta = {"format": "pt", "structure": json.dumps(structure, separators=(",", ":"))}
-
-    if rank == 0 or (dist is None):
-        check(lib.grist_ckpt_prepare_dir(_bytes(path)))
-    if dist is not None and world_size > 1:
-        dist.barrier()
-    w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
-    pending = _P()
-    n = len(tensors)
-    keys = list(file_meta.keys())
-    in_place = (blocking or not snapshot) and not any(t.is_cuda for _, t in tensors)
-    if in_place:
-        keep = [t.detach() if t.is_contiguous() else t.detach().contiguous() for _, t in tensors]
-        srcs = (_c.c_uint64 * max(1, n))(*[t.data_ptr() for t in keep])
-        check(lib.grist_ckpt_save_in_place(
-            w.ptr, _bytes(os.path.join(path, f"rank-{rank:05d}.safetensors")), n, _strings(names),
-            (_c.c_int * max(1, n))(*dtypes), (_c.c_int * max(1, n))(*ndims),
-            (_c.c_int64 * max(1, len(dims)))(*dims), srcs, len(keys), _strings(keys),
-            _strings([file_meta[k] for k in keys]), _c.byref(pending)))
-        h = SaveHandle(path, pending, rank, world_size, int(step), metadata, int(keep_last),
-                       time.perf_counter() - t0, keep=keep)
-        _last_handle = h
-        if blocking:
-            h.wait()
-        return h
-    check(lib.grist_ckpt_begin(
-        w.ptr, _bytes(os.path.join(path, f"rank-{rank:05d}.safetensors")), n, _strings(names),
-        (_c.c_int * max(1, n))(*dtypes), (_c.c_int * max(1, n))(*ndims),
-        (_c.c_int64 * max(1, len(dims)))(*dims), len(keys), _strings(keys),
-        _strings([file_meta[k] for k in keys]), _c.byref(pending)))
+    coord = None
+    if world_size > 1:
+        coord = _shard.Coordinator(_shard.default_store(), _shard.next_seq(), rank, world_size,
+                                   timeout)
     try:
+        leaves = []
+        structure = _shard.flatten(state_dict, "", leaves, rank, world_size)
+        to_code, _ = _dtype_tables()
+        names = [lf.name for lf in leaves]
+        if len(set(names)) != len(names):
+            raise ValueError("grist.ckpt: two tensors flatten to the same name (a key contains '.')")
+        globals_ = []
+        for lf in leaves:
+            if lf.dtype not in to_code:
+                raise TypeError(f"grist.ckpt: tensor '{lf.name}' has dtype {lf.dtype}, which "
+                                "safetensors lacks")
+            globals_.append([lf.name, to_code[lf.dtype], lf.shape])
+        # Empty shards of a DTensor are left out; a plain tensor is always in its owner's file (so a
+        # single-process checkpoint's file holds the whole state for any safetensors reader).
+        mine = [lf for lf in leaves if lf.owner and (lf.local.numel() > 0 or lf.dtensor is None)]
+        tensors = [(lf.name, lf.local) for lf in mine]
+        dtypes, ndims, dims = [], [], []
+        for lf in mine:
+            dtypes.append(to_code[lf.dtype])
+            ndims.append(lf.local.dim())
+            dims.extend(int(d) for d in lf.local.shape)
+        sjson = json.dumps(structure, separators=(",", ":"))
+        file_meta = {"format": "pt", "structure": sjson}
+
+        def prepare():
+            check(lib.grist_ckpt_prepare_dir(_bytes(path)))
+        if coord is None:
+            prepare()
+        else:
+            coord.dir_ready(prepare)
+        w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
+        pending = _P()
+        n = len(tensors)
+        keys = list(file_meta.keys())
+        fname = _bytes(os.path.join(path, f"rank-{rank:05d}.safetensors"))
+        in_place = (blocking or not snapshot) and not any(t.is_cuda for _, t in tensors)
+        keep = None
+        if in_place:
+            keep = [t.detach() if t.is_contiguous() else t.detach().contiguous() for _, t in tensors]
+            srcs = (_c.c_uint64 * max(1, n))(*[t.data_ptr() for t in keep])
+            check(lib.grist_ckpt_save_in_place(
+                w.ptr, fname, n, _strings(names_of(tensors)), (_c.c_int * max(1, n))(*dtypes),
+                (_c.c_int * max(1, n))(*ndims), (_c.c_int64 * max(1, len(dims)))(*dims), srcs,
+                len(keys), _strings(keys), _strings([file_meta[k] for k in keys]),
+                _c.byref(pending)))
+        else:
+            check(lib.grist_ckpt_begin(
+                w.ptr, fname, n, _strings(names_of(tensors)), (_c.c_int * max(1, n))(*dtypes),
+                (_c.c_int * max(1, n))(*ndims), (_c.c_int64 * max(1, len(dims)))(*dims),
+                len(keys), _strings(keys), _strings([file_meta[k] for k in keys]),
+                _c.byref(pending)))
         data = _c.c_uint64()
         begins = (_c.c_uint64 * max(1, n))()
         check(lib.grist_ckpt_pending_layout(pending, _c.byref(data), begins, n))
-        _fill(torch, tensors, data.value, begins, pending)
-    except BaseException:
-        lib.grist_ckpt_pending_abort(pending, b"save interrupted while snapshotting")
-        out = _S()
-        lib.grist_ckpt_pending_wait(pending, rank, _c.byref(out))
-        lib.grist_ckpt_pending_free(pending)
+        shards = [[lf.name, lf.offsets, lf.lengths, int(begins[i]),
+                   int(begins[i]) + lf.local.numel() * lf.local.element_size()]
+                  for i, lf in enumerate(mine)]
+        if not in_place:
+            try:
+                _fill(torch, tensors, data.value, begins, pending)
+            except BaseException:
+                lib.grist_ckpt_pending_abort(pending, b"save interrupted while snapshotting")
+                out = _S()
+                lib.grist_ckpt_pending_wait(pending, rank, _c.byref(out))
+                lib.grist_ckpt_pending_free(pending)
+                raise
+    except BaseException as e:
+        if coord is not None:
+            coord.fail(f"{type(e).__name__}: {e}")
         raise
     h = SaveHandle(path, pending, rank, world_size, int(step), metadata, int(keep_last),
-                   time.perf_counter() - t0)
+                   time.perf_counter() - t0, keep=keep, shards=shards,
+                   globals_=globals_ if rank == 0 else None, coord=coord,
+                   structure=sjson if rank == 0 else None)
     _last_handle = h
     if blocking:
         h.wait()
     return h
 
 
-def _finish_previous(local_only=False):
-    """Publishes the previous save before the next one (collective with several ranks). Its error,
-    if any, stays with its handle's wait()."""
+def names_of(tensors):
+    return [n for n, _ in tensors]
+
+
+def _finish_previous():
+    """Waits for the previous save to be published before the next one. Its error, if any, stays
+    with its handle's wait()."""
     h = _last_handle
-    if h is not None and not h._published.is_set() and not (local_only and h.world_size > 1):
+    if h is not None and not h._published.is_set():
         try:
             h.wait()
         except GristError:
             pass
 
 
-# A single-process script that saves and exits still publishes (collectives are unsafe at exit).
-atexit.register(_finish_previous, local_only=True)
+# A script that saves and exits still publishes (the protocol uses the store, no collectives; its
+# waits are bounded).
+atexit.register(_finish_previous)
 
 
 def _arena_view(torch, addr, nbytes):
@@ -473,13 +519,43 @@ def _drain(pieces, pending, block):
         pieces.pop(0)
 
 
-def load(path, *, device="cpu", rank=None, verify=True, direct=True):
-    """Loads a checkpoint folder (this rank's file) or a single .safetensors file, verifying every
-    checksum. Returns the nested structure that was saved (a flat name -> tensor dict for files
-    without grist's structure metadata). Tensors land on `device` ("cpu", "cuda", "cuda:1", ...).
+def read_manifest(path):
+    """The manifest of published checkpoint `path`, parsed, after grist validated it (checksum,
+    files, and the tensor index: shards inside the shapes, no overlaps or holes, byte ranges inside
+    their files, file names inside the folder). Raises GristError otherwise."""
+    out = _S()
+    check(lib.grist_ckpt_read_manifest(_bytes(os.fspath(path)), _c.byref(out)))
+    return json.loads(out.value.decode())
+
+
+def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=True,
+         threads=None):
+    """Loads checkpoint folder `path` (or a single .safetensors file), verifying every checksum
+    of every byte it reads.
+
+    Without `state_dict`: returns the whole saved structure with full (unsharded) tensors on
+    `device`, whatever world size or placements saved it (a flat name -> tensor dict for
+    checkpoints without grist's structure: DCP's, or a foreign .safetensors file).
+
+    With `state_dict` (the state to resume into, as the model/optimizer/loader now hold it): the
+    checkpoint is resharded into it in place: every tensor and DTensor of `state_dict` receives
+    exactly its part of the saved global tensor, each rank reading only the byte ranges overlapping
+    its shards; objects with load_state_dict() get theirs called with their loaded state. Returns
+    the loaded structure (the same tensors; plain values from the checkpoint). Tensors of the
+    checkpoint that `state_dict` does not hold are not read.
+
+    threads: files read at once (default: 4).
     """
     torch = _torch()
     path = os.fspath(path)
+    if not path.endswith(".safetensors"):
+        m = read_manifest(path)
+        if m["version"] >= 2:
+            return _load_sharded(torch, path, m, state_dict, torch.device(device), verify, direct,
+                                 threads or 4)
+    if state_dict is not None:
+        raise GristError(f"{path}: a version-1 checkpoint (or single file) loads without a target "
+                         "state_dict (load(path) returns it)")
     if rank is None:
         dist = _dist()
         rank = dist.get_rank() if dist else 0
@@ -538,6 +614,19 @@ class _Loaded:
             self.handle = None
 
 
+def export(path, out_dir, *, prefix="", max_shard_bytes=5 << 30):
+    """Consolidates checkpoint `path` (any world size / placements; grist.ckpt.save's or DCP's
+    through grist.ckpt.StorageWriter) into Hugging Face-style safetensors in `out_dir`: the
+    tensors whose names start with `prefix` (e.g. "model."), named without it, dtypes kept, each
+    assembled whole. Writes `model.safetensors`, or above `max_shard_bytes`
+    `model-0000k-of-0000n.safetensors` + `model.safetensors.index.json`. Returns a dict: files,
+    tensors, total_bytes, index (whether the index file was written)."""
+    out = _S()
+    check(lib.grist_ckpt_export(_bytes(os.fspath(path)), _bytes(os.fspath(out_dir)),
+                                _bytes(prefix), int(max_shard_bytes), _c.byref(out)))
+    return json.loads(out.value.decode())
+
+
 def latest(root, *, verify=False):
     """The newest published checkpoint folder under `root` (by step), or None. With verify=True
     each candidate is read and checksummed, newest first, and the first good one returned."""
@@ -570,3 +659,196 @@ def manifest(path):
 def cuda_available():
     """Whether grist's native library was built with CUDA and sees a GPU."""
     return bool(lib.grist_ckpt_cuda_available())
+
+
+# ---- resharding load ----
+
+class _Reads:
+    """Byte ranges to read, grouped by file; run() reads each file's in one RangeRead."""
+
+    def __init__(self, path, manifest, verify, direct):
+        self.path, self.m, self.verify, self.direct = path, manifest, verify, direct
+        self.by_rank = {}
+
+    def add(self, rank, begin, end, deliver):
+        """deliver(address) runs once the bytes [begin, end) of rank's data region are verified."""
+        self.by_rank.setdefault(rank, []).append((begin, end, deliver))
+
+    def run(self, threads):
+        import concurrent.futures as cf
+        items = sorted(self.by_rank.items())
+        if not items:
+            return 0
+        with cf.ThreadPoolExecutor(max(1, min(threads, len(items)))) as ex:
+            return sum(ex.map(lambda kv: self._read_file(*kv), items))
+
+    def _read_file(self, rank, reqs):
+        rec = self.m["files"][rank]
+        n = len(reqs)
+        begins = (_c.c_uint64 * n)(*[r[0] for r in reqs])
+        ends = (_c.c_uint64 * n)(*[r[1] for r in reqs])
+        addrs = (_c.c_uint64 * n)()
+        h = _P()
+        check(lib.grist_ckpt_read_ranges(
+            _bytes(os.path.join(self.path, rec["name"])), _bytes(json.dumps(rec)), n, begins, ends,
+            int(bool(self.verify)), int(bool(self.direct)), _c.byref(h), addrs))
+        try:
+            for (b, e, deliver), a in zip(reqs, addrs):
+                deliver(a)
+        finally:
+            lib.grist_ckpt_ranges_free(h)
+        return sum(e - b for b, e, _ in reqs)
+
+
+def _plan_box(torch, reads, entry, from_code, lo_t, len_t, target, where):
+    """Schedules reads filling `target` (the box [lo_t, lo_t + len_t) of tensor `entry`)."""
+    dt = from_code[_DTYPE_NAMES.index(entry["dtype"])]
+    itemsize = torch.empty((), dtype=dt).element_size()
+    if any(l == 0 for l in len_t):
+        return
+    for sh in entry["shards"]:
+        inter = _shard.intersect(lo_t, len_t, sh["offsets"], sh["lengths"])
+        if inter is None:
+            continue
+        lo, hi = inter
+        first, last = _shard.span(sh["offsets"], sh["lengths"], lo, hi, itemsize)
+
+        def deliver(addr, sh=sh, lo=lo, hi=hi, nbytes=last - first):
+            buf = (_c.c_uint8 * nbytes).from_address(addr)
+            flat = torch.frombuffer(buf, dtype=dt)
+            src = _shard.box_view(torch, flat, sh["lengths"], lo, hi)
+            _shard.narrow(target, lo, hi, lo_t).copy_(src)
+        reads.add(sh["rank"], sh["begin"] + first, sh["begin"] + last, deliver)
+
+
+def _load_sharded(torch, path, m, state_dict, device, verify, direct, threads):
+    _, from_code = _dtype_tables()
+    index = {e["name"]: e for e in m["tensors"]}
+    for e in m["tensors"]:
+        if e.get("kind") != "bytes" and _DTYPE_NAMES.index(e["dtype"]) not in from_code:
+            raise GristError(f"{path}: tensor '{e['name']}' has dtype {e['dtype']}, which this "
+                             f"torch ({torch.__version__}) lacks")
+    structure = m.get("structure")
+    reads = _Reads(path, m, verify, direct)
+    bytes_items = {}
+
+    def want_bytes(e):
+        sh = e["shards"][0]
+        out = bytearray(sh["end"] - sh["begin"])
+
+        def deliver(addr):
+            _c.memmove((_c.c_char * len(out)).from_buffer(out), addr, len(out))
+        bytes_items[e["name"]] = out
+        reads.add(sh["rank"], sh["begin"], sh["end"], deliver)
+
+    if state_dict is None:
+        tensors = {}
+        for e in m["tensors"]:
+            if e.get("kind") == "bytes":
+                want_bytes(e)
+                continue
+            dt = from_code[_DTYPE_NAMES.index(e["dtype"])]
+            t = torch.empty(e["shape"], dtype=dt)
+            tensors[e["name"]] = t
+            _plan_box(torch, reads, e, from_code, [0] * len(e["shape"]), e["shape"], t, e["name"])
+        with torch.no_grad():
+            reads.run(threads)
+        for name, raw in bytes_items.items():
+            tensors[name] = _load_bytes(torch, raw)
+        if device.type != "cpu":
+            tensors = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                       for k, v in tensors.items()}
+        if structure is None:
+            return tensors
+        return _unflatten(structure, tensors)
+
+    dist = _dist()
+    rank = dist.get_rank() if dist else 0
+    world = dist.get_world_size() if dist else 1
+    leaves, statefuls = [], {}
+    _shard.flatten(state_dict, "", leaves, rank, world, statefuls)
+    targets = {}
+    staged = []  # (host buffer, device tensor) for targets not on the host
+    for lf in leaves:
+        e = index.get(lf.name)
+        if e is None or e.get("kind") == "bytes":
+            raise GristError(f"{path}: the checkpoint has no tensor '{lf.name}' (it holds "
+                             f"{len(index)} tensors, e.g. {sorted(index)[:3]})")
+        if list(e["shape"]) != list(lf.shape):
+            raise GristError(f"{path}: tensor '{lf.name}' was saved with shape {e['shape']}, the "
+                             f"target has {lf.shape}")
+        targets[lf.name] = lf.dtensor if lf.dtensor is not None else lf.local
+        dst = lf.local
+        if dst.device.type != "cpu":
+            host = torch.empty(dst.shape, dtype=dst.dtype)
+            staged.append((host, dst))
+            dst = host
+        _plan_box(torch, reads, e, from_code, lf.offsets, lf.lengths, dst, lf.name)
+    if structure is None:  # a DCP checkpoint: a flat namespace, values stored as bytes
+        for name, e in index.items():
+            if e.get("kind") == "bytes":
+                want_bytes(e)
+    with torch.no_grad():
+        reads.run(threads)
+        for host, dst in staged:
+            dst.copy_(host)
+    if structure is None:
+        values = dict(targets)
+        for name, raw in bytes_items.items():
+            values[name] = _load_bytes(torch, raw)
+        return _merge_flat(state_dict, values, statefuls)
+    return _merge(structure, state_dict, targets, statefuls, "")
+
+
+def _load_bytes(torch, raw):
+    import io
+    return torch.load(io.BytesIO(bytes(raw)), weights_only=True)
+
+
+_SKIP = object()  # a saved tensor the target does not hold
+
+
+def _merge(node, target, tensors, statefuls, prefix):
+    """The saved `node`'s value where `target` is what the caller holds: tensors filled in place,
+    Stateful objects loaded, plain values from the checkpoint."""
+    if prefix in statefuls and _shard.is_stateful(target):
+        loaded = _merge(node, statefuls[prefix], tensors, statefuls, prefix)
+        target.load_state_dict(loaded)
+        return target
+    if isinstance(node, dict) and "__tensor__" in node:
+        return tensors.get(node["__tensor__"], _SKIP)
+    if isinstance(node, dict) and "__dict__" in node:
+        tgt = target if isinstance(target, dict) else {}
+        out = {}
+        for k, v in node["__dict__"]:
+            child = f"{prefix}.{k}" if prefix else str(k)
+            val = _merge(v, tgt.get(k), tensors, statefuls, child)
+            if val is not _SKIP:
+                out[k] = val
+        for k, v in tgt.items():  # held by the caller only
+            if k not in out:
+                out[k] = v
+        return out
+    for kind, ctor in (("__list__", list), ("__tuple__", tuple)):
+        if isinstance(node, dict) and kind in node:
+            tgt = target if isinstance(target, (list, tuple)) else []
+            vals = [_merge(v, tgt[i] if i < len(tgt) else None, tensors, statefuls,
+                           f"{prefix}.{i}" if prefix else str(i)) for i, v in enumerate(node[kind])]
+            return ctor(None if v is _SKIP else v for v in vals)
+    return node
+
+
+def _merge_flat(target, values, statefuls, prefix=""):
+    """As _merge for a checkpoint with flat names (DCP's): `values` by dotted path."""
+    if prefix in statefuls and _shard.is_stateful(target):
+        target.load_state_dict(_merge_flat(statefuls[prefix], values, statefuls, prefix))
+        return target
+    if prefix in values:
+        return values[prefix]
+    if isinstance(target, dict):
+        return {k: _merge_flat(v, values, statefuls, f"{prefix}.{k}" if prefix else str(k))
+                for k, v in target.items()}
+    if isinstance(target, (list, tuple)):
+        return type(target)(_merge_flat(v, values, statefuls, f"{prefix}.{i}" if prefix else str(i))
+                            for i, v in enumerate(target))
+    return target

@@ -32,6 +32,15 @@ if [[ $what == ckpt || $what == all ]]; then
     failed=1
   fi
   GRIST_BUILD_DIR=.devcarry/build CKPT_GIB=${CKPT_GIB:-8} scripts/gpu/ckpt.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt.txt"
+  echo "== FSDP2 + grist.ckpt on the GPUs: resume at another world size"
+  scripts/gpu/ckpt_fsdp.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt_fsdp_run.txt"
+  echo "== sharded checkpoint bench beside DCP / torch.save / safetensors (GPU ranks, then CPU ranks)"
+  bdir=${CKPT_BENCH_DIR:-/tmp/grist-ckpt-dist-bench}
+  python3 scripts/gpu/ckpt_dist_bench.py --world "$(nvidia-smi -L | wc -l)" --device cuda \
+    --mib "${CKPT_DIST_MIB:-4096}" --dir "$bdir" 2>&1 | grep -v Warning | tee "$GRIST_GPU_OUT/ckpt_dist_bench_cuda.txt"
+  python3 scripts/gpu/ckpt_dist_bench.py --world 4 --device cpu --mib 1024 --dir "$bdir" 2>&1 \
+    | grep -v Warning | tee "$GRIST_GPU_OUT/ckpt_dist_bench_cpu.txt"
+  rm -rf "$bdir"
 fi
 if [[ $what == labs || $what == all ]]; then
   echo "== week-13 pipeline benches (bench build, pack, all --quick)"

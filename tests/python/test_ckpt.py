@@ -265,11 +265,13 @@ def _ddp_worker(rank, world, init_file, root, q):
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        shard = {"model": {"w": torch.full((1000,), float(rank))}, "rank": rank}
+        # DDP state: plain tensors equal on every rank, written once (by one rank).
+        shard = {"model": {"w": torch.arange(1000.0), "b": torch.ones(7)}, "step": 10}
         h = ckpt.save(shard, os.path.join(root, "step-00000010"))
-        h.wait()  # collective
+        h.wait()
         back = ckpt.load(ckpt.latest(root))
-        q.put((rank, back["rank"], torch.equal(back["model"]["w"], shard["model"]["w"])))
+        q.put((rank, back["step"], torch.equal(back["model"]["w"], shard["model"]["w"]) and
+               torch.equal(back["model"]["b"], shard["model"]["b"])))
     except Exception as e:  # reported to the parent
         q.put((rank, repr(e), False))
     finally:
@@ -290,9 +292,13 @@ class DistributedCkptTest(unittest.TestCase):
             results = sorted(q.get(timeout=120) for _ in procs)
             for p in procs:
                 p.join(60)
-            self.assertEqual(results, [(0, 0, True), (1, 1, True)])
+            self.assertEqual(results, [(0, 10, True), (1, 10, True)])
             m = ckpt.manifest(os.path.join(root, "c", "step-00000010"))
             self.assertEqual(m["world_size"], 2)
+            # Each replicated tensor is written by exactly one rank.
+            self.assertEqual({t["name"]: len(t["shards"]) for t in m["tensors"]},
+                             {"model.w": 1, "model.b": 1})
+            self.assertEqual(sum(f["tensors"] for f in m["files"]), 2)
             self.assertEqual([f["name"] for f in m["files"]],
                              ["rank-00000.safetensors", "rank-00001.safetensors"])
             ckpt.verify(os.path.join(root, "c", "step-00000010"))

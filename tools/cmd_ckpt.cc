@@ -4,6 +4,7 @@
 
 #include "ckptio/checkpoint.h"
 #include "ckptio/reader.h"
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
@@ -31,7 +32,7 @@ Runner Setup(CLI::App* app) {
   CLI::App* inspect = app->add_subcommand("inspect", "Print a checkpoint's manifest and tensors");
   inspect->add_option("dir", f->path, "Checkpoint folder")->required();
   for (CLI::App* sub : {latest, verify, inspect}) {
-    sub->add_option("--json", f->common.json_path, "Write the result as JSON to FILE");
+    AddJsonFlag(sub, &f->common.json_path, "the result");
   }
   return [f, latest, verify, inspect]() -> absl::Status {
     Env* env = Env::Default();
@@ -43,7 +44,14 @@ Runner Setup(CLI::App* app) {
       return MaybeWriteJson(f->common, w.str());
     }
     if (verify->parsed()) {
-      RETURN_IF_ERROR(ck::VerifyCheckpoint(f->path, ck::ReadOptions{}));
+      if (!env->IsDirectory(f->path)) {
+        return absl::NotFoundError(absl::StrCat(f->path, ": no such checkpoint folder"));
+      }
+      // Whatever stops the check past this point (a checksum, a short or missing file, a
+      // manifest that does not parse) is bad data in the checkpoint, exit status 3.
+      if (absl::Status s = ck::VerifyCheckpoint(f->path, ck::ReadOptions{}); !s.ok()) {
+        return IsEnvironmentError(s) ? s : BadDataError(s);
+      }
       std::printf("%s: OK (every checksum verified)\n", f->path.c_str());
       w.BeginObject().Field("path", f->path).Field("ok", true).EndObject();
       return MaybeWriteJson(f->common, w.str());

@@ -85,6 +85,10 @@ for f in "${TRUSTED[@]}"; do
   corpus="$SEEDS/${f#fuzz_}"
   mkdir -p "$corpus"
   GRIST_FUZZ_WRITE_SEEDS="$corpus" "$BUILD/fuzz/$f"
+  # Inputs that once crashed a reader (fuzz/regressions/<target>/) run first, each once.
+  if compgen -G "fuzz/regressions/${f#fuzz_}/*" >/dev/null; then
+    "$BUILD/fuzz/$f" fuzz/regressions/"${f#fuzz_}"/* 2>&1 | tail -n 2
+  fi
   echo "-- $f (${TRUSTED_SECONDS}s, $(ls "$corpus" | wc -l) seeds)"
   "$BUILD/fuzz/$f" -max_total_time="$TRUSTED_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12

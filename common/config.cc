@@ -74,6 +74,50 @@ std::pair<size_t, size_t> FirstInvalidByte(std::string_view t) {
   return {0, 0};
 }
 
+// Outside strings and comments TOML is ASCII (bare keys, numbers, whitespace). toml++ classifies
+// such characters with a table that reaches __builtin_unreachable for most non-ASCII code points
+// (e.g. "a = 1 \xc3\xa9"), so they are refused here. Returns the 1-based line and column of the
+// first non-ASCII byte outside a string or comment, or {0, 0}.
+std::pair<size_t, size_t> FirstBareNonAscii(std::string_view t) {
+  size_t line = 1, line_start = 0;
+  auto newline = [&](size_t i) {
+    ++line;
+    line_start = i + 1;
+  };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char ch = t[i];
+    if (ch == '\n') {
+      newline(i);
+    } else if (ch == '#') {
+      while (i + 1 < t.size() && t[i + 1] != '\n') ++i;
+    } else if (ch == '"' || ch == '\'') {
+      const std::string quote3(3, ch);
+      const bool multi = t.substr(i, 3) == quote3;
+      const bool escapes = ch == '"';
+      i += multi ? 3 : 1;
+      for (; i < t.size(); ++i) {
+        if (escapes && t[i] == '\\') {
+          ++i;
+          if (i < t.size() && t[i] == '\n') newline(i);
+          continue;
+        }
+        if (t[i] == '\n') {
+          newline(i);
+          if (!multi) break;
+          continue;
+        }
+        if (multi ? t.substr(i, 3) == quote3 : t[i] == ch) {
+          if (multi) i += 2;
+          break;
+        }
+      }
+    } else if (static_cast<unsigned char>(ch) >= 0x80) {
+      return {line, i - line_start + 1};
+    }
+  }
+  return {0, 0};
+}
+
 }  // namespace
 
 absl::StatusOr<Config> Config::FromString(std::string_view text, std::string source_name) {
@@ -83,6 +127,11 @@ absl::StatusOr<Config> Config::FromString(std::string_view text, std::string sou
     return absl::InvalidArgumentError(absl::StrCat(
         "config ", c.impl_->source, ":", line, ":", col,
         ": not TOML text (invalid UTF-8 or a control character)"));
+  }
+  if (auto [line, col] = FirstBareNonAscii(text); line != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.impl_->source, ":", line, ":", col,
+        ": a non-ASCII character outside a string or comment"));
   }
   try {
     c.impl_->table = toml::parse(text, c.impl_->source);

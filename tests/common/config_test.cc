@@ -69,6 +69,15 @@ TEST(ConfigTest, TextThatIsNotTomlIsAnErrorBeforeTheParserSeesIt) {
   }
   auto pos = Config::FromString("a = 1\nb = \"x\x01\"\n", "p.toml");
   EXPECT_NE(std::string(pos.status().message()).find("p.toml:2:7:"), std::string::npos) << pos.status();
+  // Non-ASCII outside strings and comments (toml++ has undefined behaviour there).
+  auto bare = Config::FromString("a = 1 \xc3\xa9\n", "b.toml");
+  EXPECT_NE(std::string(bare.status().message()).find("b.toml:1:7:"), std::string::npos)
+      << bare.status();
+  EXPECT_FALSE(Config::FromString("rele\xef\xb2\xbf = 1\n", "b.toml").ok());
+  const std::string strings =
+      "# caf\xc3\xa9\na = '\xc3\xa9'\nb = \"\\\"\xc3\xa9\"\nc = \"\"\"\n\xc3\xa9\"\"\"\n"
+      "d = '''\xc3\xa9\n'''\n";
+  EXPECT_TRUE(Config::FromString(strings, "s.toml").ok()) << strings;
   // UTF-8 text, tabs and CRLF stay fine.
   EXPECT_TRUE(Config::FromString("a = \"caf\xc3\xa9 \xf0\x9f\x98\x80\"\r\n\tb = 2\n", "ok.toml").ok());
 }

@@ -84,13 +84,26 @@ std::pair<size_t, size_t> FirstBareNonAscii(std::string_view t) {
     ++line;
     line_start = i + 1;
   };
+  // A quote opens a string only where TOML allows one (a value after '=', '[' or ',', a key at a
+  // line start or after '.', '[', '{' or ','); elsewhere toml++ reads it as part of a bare token.
+  char last = '\n';       // the last significant ASCII character
+  bool in_value = false;  // after '=' on this line: a '.' there is part of a number, not a key
+  auto string_may_start = [&] {
+    if (last == '.') return !in_value;
+    return std::string_view("=[,{\n").find(last) != std::string_view::npos;
+  };
   for (size_t i = 0; i < t.size(); ++i) {
     const char ch = t[i];
     if (ch == '\n') {
       newline(i);
+      last = '\n';
+      in_value = false;
+    } else if (ch == ' ' || ch == '\t' || ch == '\r') {
+      continue;
     } else if (ch == '#') {
       while (i + 1 < t.size() && t[i + 1] != '\n') ++i;
-    } else if (ch == '"' || ch == '\'') {
+    } else if ((ch == '"' || ch == '\'') && string_may_start()) {
+      last = ch;
       const std::string quote3(3, ch);
       const bool multi = t.substr(i, 3) == quote3;
       const bool escapes = ch == '"';
@@ -113,6 +126,9 @@ std::pair<size_t, size_t> FirstBareNonAscii(std::string_view t) {
       }
     } else if (static_cast<unsigned char>(ch) >= 0x80) {
       return {line, i - line_start + 1};
+    } else {
+      last = ch;
+      if (ch == '=') in_value = true;
     }
   }
   return {0, 0};

@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <utility>
+
 #include <set>
 #include <variant>
 
@@ -28,9 +30,125 @@ Config::~Config() = default;
 Config::Config(Config&&) noexcept = default;
 Config& Config::operator=(Config&&) noexcept = default;
 
+namespace {
+
+// TOML text is UTF-8 without control characters other than tab, LF and CR (TOML 1.0). Checked
+// before toml++ sees the text: its parser reaches __builtin_unreachable on some invalid input
+// (found by fuzz/fuzz_config.cc), so nothing outside this grammar may get to it. Returns the
+// 1-based line and column of the first offending byte, or {0, 0}.
+std::pair<size_t, size_t> FirstInvalidByte(std::string_view t) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < t.size();) {
+    const auto b = static_cast<unsigned char>(t[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7f) return {line, col};
+      n = 1;
+      cp = b;
+    } else if ((b & 0xe0) == 0xc0) {
+      n = 2, cp = b & 0x1f;
+    } else if ((b & 0xf0) == 0xe0) {
+      n = 3, cp = b & 0x0f;
+    } else if ((b & 0xf8) == 0xf0) {
+      n = 4, cp = b & 0x07;
+    } else {
+      return {line, col};
+    }
+    if (i + n > t.size()) return {line, col};
+    for (size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(t[i + k]);
+      if ((c & 0xc0) != 0x80) return {line, col};
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return {line, col};
+    if (cp == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    i += n;
+  }
+  return {0, 0};
+}
+
+// Outside strings and comments TOML is ASCII (bare keys, numbers, whitespace). toml++ classifies
+// such characters with a table that reaches __builtin_unreachable for most non-ASCII code points
+// (e.g. "a = 1 \xc3\xa9"), so they are refused here. Returns the 1-based line and column of the
+// first non-ASCII byte outside a string or comment, or {0, 0}.
+std::pair<size_t, size_t> FirstBareNonAscii(std::string_view t) {
+  size_t line = 1, line_start = 0;
+  auto newline = [&](size_t i) {
+    ++line;
+    line_start = i + 1;
+  };
+  // A quote opens a string only where TOML allows one (a value after '=', '[' or ',', a key at a
+  // line start or after '.', '[', '{' or ','); elsewhere toml++ reads it as part of a bare token.
+  char last = '\n';       // the last significant ASCII character
+  bool in_value = false;  // after '=' on this line: a '.' there is part of a number, not a key
+  auto string_may_start = [&] {
+    if (last == '.') return !in_value;
+    return std::string_view("=[,{\n").find(last) != std::string_view::npos;
+  };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char ch = t[i];
+    if (ch == '\n') {
+      newline(i);
+      last = '\n';
+      in_value = false;
+    } else if (ch == ' ' || ch == '\t' || ch == '\r') {
+      continue;
+    } else if (ch == '#') {
+      while (i + 1 < t.size() && t[i + 1] != '\n') ++i;
+    } else if ((ch == '"' || ch == '\'') && string_may_start()) {
+      last = ch;
+      const std::string quote3(3, ch);
+      const bool multi = t.substr(i, 3) == quote3;
+      const bool escapes = ch == '"';
+      i += multi ? 3 : 1;
+      for (; i < t.size(); ++i) {
+        if (escapes && t[i] == '\\') {
+          ++i;
+          if (i < t.size() && t[i] == '\n') newline(i);
+          continue;
+        }
+        if (t[i] == '\n') {
+          newline(i);
+          if (!multi) break;
+          continue;
+        }
+        if (multi ? t.substr(i, 3) == quote3 : t[i] == ch) {
+          if (multi) i += 2;
+          break;
+        }
+      }
+    } else if (static_cast<unsigned char>(ch) >= 0x80) {
+      return {line, i - line_start + 1};
+    } else {
+      last = ch;
+      if (ch == '=') in_value = true;
+    }
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
 absl::StatusOr<Config> Config::FromString(std::string_view text, std::string source_name) {
   Config c;
   c.impl_->source = std::move(source_name);
+  if (auto [line, col] = FirstInvalidByte(text); line != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.impl_->source, ":", line, ":", col,
+        ": not TOML text (invalid UTF-8 or a control character)"));
+  }
+  if (auto [line, col] = FirstBareNonAscii(text); line != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.impl_->source, ":", line, ":", col,
+        ": a non-ASCII character outside a string or comment"));
+  }
   try {
     c.impl_->table = toml::parse(text, c.impl_->source);
   } catch (const toml::parse_error& e) {

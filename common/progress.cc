@@ -60,7 +60,9 @@ std::string Progress::Line(bool final_line) const {
   double rate = el > 0 ? done / el : 0;
   auto amount = [&](double v) { return unit_ == Unit::kBytes ? HumanBytes(v) : HumanCount(v); };
   std::string s = absl::StrFormat("%-10s ", label_);
-  if (total > 0) {
+  // A total that the work has passed was not a total of the same thing: no percentage then.
+  const bool known = total > 0 && done <= total;
+  if (known) {
     double frac = std::min(1.0, done / total);
     if (tty_) {
       int width = 24, filled = static_cast<int>(frac * width);
@@ -76,7 +78,7 @@ std::string Progress::Line(bool final_line) const {
   s += amount(done) + " " + amount(rate) + "/s";
   if (final_line) {
     s += absl::StrFormat(" in %.1f s", el);
-  } else if (total > 0 && rate > 0) {
+  } else if (known && rate > 0) {
     int eta = static_cast<int>((total - done) / rate);
     s += absl::StrFormat(" ETA %d:%02d", eta / 60, eta % 60);
   }

@@ -19,7 +19,9 @@ namespace grist {
 class Progress {
  public:
   enum class Unit { kBytes, kCount };
-  // total 0 = unknown (no percentage or ETA).
+  // total 0 = unknown (no percentage or ETA). Add() must count what `total` counts (e.g. bytes of
+  // the input files as stored, compressed or not); once done passes total the line shows no
+  // percentage or ETA rather than a false "100%".
   Progress(std::string label, uint64_t total, Unit unit = Unit::kBytes, bool quiet = false);
   ~Progress();
   void Add(uint64_t n);

@@ -45,7 +45,7 @@ uint64_t GetLe(const char* p, int bytes) {
   return v;
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
+bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 bool IsJsonName(const std::string& name) {
@@ -68,9 +68,28 @@ InputFormat FormatOf(const std::string& path) {
   return IsJsonName(name) ? InputFormat::kJsonl : InputFormat::kText;
 }
 
+bool IsStageReportName(std::string_view name) {
+  if (name == "dedup_report.json") return true;
+  return name.size() > 18 && name.rfind("clean-report-", 0) == 0 && EndsWith(name, ".json");
+}
+
 namespace {
 absl::Status Walk(Env* env, const std::string& dir, std::vector<InputFile>* out) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  bool stage_output = false;
+  for (const auto& n : names) stage_output = stage_output || IsStageReportName(n);
+  if (stage_output) {
+    // A grist stage's output folder: its kept document parts only, never rejects/, removed/, the
+    // report or a part still being written (docs/formats/documents.md, "Stage output folders").
+    for (const auto& n : names) {
+      if (n.empty() || n[0] == '.' || !EndsWith(n, ".jsonl.zst")) continue;
+      std::string p = JoinPath(dir, n);
+      if (env->IsDirectory(p)) continue;
+      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
+      out->push_back({p, size, FormatOf(p)});
+    }
+    return absl::OkStatus();
+  }
   for (const auto& n : names) {
     if (n.empty() || n[0] == '.') continue;
     std::string p = JoinPath(dir, n);

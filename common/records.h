@@ -12,7 +12,11 @@
 //     name ending .gz / .zst)
 //   a directory                        walked recursively in bytewise name order; every regular file
 //                                      in it is an input by the rules above (so a folder of
-//                                      one-document files such as the 20newsgroups posts works)
+//                                      one-document files such as the 20newsgroups posts works),
+//                                      except in a stage output folder (below)
+//   a grist stage's output folder      one holding a stage report (IsStageReportName): its kept
+//                                      document parts only (top-level *.jsonl.zst); rejects/,
+//                                      removed/ and reports are read only when named themselves
 //
 // Order: inputs are taken in the order given, directories expanded in sorted order; records in file
 // order. Every consumer that needs a deterministic output order processes InputSplits in parallel and
@@ -92,6 +96,9 @@ struct InputFile {
 // directories are skipped.
 absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<std::string>& paths);
 InputFormat FormatOf(const std::string& path);
+// Whether a file name is a stage report that marks its folder as a grist stage output:
+// "clean-report-*.json" (grist clean, one per task) or "dedup_report.json" (grist dedup).
+bool IsStageReportName(std::string_view name);
 
 // A unit of parallel work: a whole file, or (uncompressed JSONL only) a byte range of it whose
 // bounds are moved to line starts by the reader. Splits of one file are consecutive.

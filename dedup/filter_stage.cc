@@ -176,7 +176,6 @@ absl::Status RunFilter(Ctx& c) {
       [&](size_t i) -> absl::StatusOr<std::vector<Out>> {
         std::vector<Out> outs;
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
-          progress.Add(doc.input_bytes);
           Out o;
           o.key = key;
           o.doc = doc;
@@ -215,7 +214,7 @@ absl::Status RunFilter(Ctx& c) {
           }
           outs.push_back(std::move(o));
           return absl::OkStatus();
-        }));
+        }, &progress));
         return outs;
       },
       [&](size_t, std::vector<Out>&& outs) -> absl::Status {

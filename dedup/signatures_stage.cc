@@ -82,7 +82,6 @@ absl::Status RunSignatures(Ctx& c) {
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
           ++out.docs;
           out.bytes += doc.input_bytes;
-          progress.Add(doc.input_bytes);
           SigRecord r{};
           r.key = key;
           out.ids.emplace_back(key, doc.id());
@@ -121,7 +120,7 @@ absl::Status RunSignatures(Ctx& c) {
           out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
           out.sigs.append(reinterpret_cast<const char*>(sig.data()), 8 * sig.size());
           return absl::OkStatus();
-        }));
+        }, &progress));
         return out;
       },
       [&](size_t, SplitOut&& out) -> absl::Status {

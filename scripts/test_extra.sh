@@ -5,8 +5,9 @@
 #   2. ctest of every GoogleTest suite that needs no GPU under the sanitizers (the `grist` binary
 #      the CLI tests run is the sanitized one; shared-corpus tests skipped; the 100 MB document
 #      tests and the time-based random-kill loop run in the main suite only);
-#   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60), from a seed
-#      corpus of valid inputs made here;
+#   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60, for the record
+#      readers; GRIST_FUZZ_TRUSTED_SECONDS, default 20, for the readers of grist's own files), from
+#      a seed corpus of valid inputs made here;
 #   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites
 #      (scripts/tsan_loader.sh, scripts/tsan_ckptio.sh; GRIST_SKIP_TSAN=1 skips).
 # Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
@@ -43,6 +44,13 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$BUILD" && GRIST_CORPUS_DIR=/nonexistent ctest --output-on-failure -j "$JOBS" -L "$LABELS" -E "$EXCLUDE" --timeout 600)
 
+# The readers of what grist writes and reads back (manifests, shards, MMIDIDX, safetensors headers,
+# dedup's intermediate files, configs): each for GRIST_FUZZ_TRUSTED_SECONDS (default 20), from
+# seeds each target writes with grist's own writers (GRIST_FUZZ_WRITE_SEEDS).
+TRUSTED=(fuzz_config fuzz_release_manifest fuzz_ckpt_manifest fuzz_safetensors fuzz_mmidx fuzz_shard
+         fuzz_dedup_files)
+TRUSTED_SECONDS=${GRIST_FUZZ_TRUSTED_SECONDS:-20}
+cmake --build "$BUILD" -j "$JOBS" --target "${TRUSTED[@]}"
 echo "== libFuzzer, ${SECONDS_EACH}s per target"
 SEEDS=$(mktemp -d)
 trap 'rm -rf "$SEEDS"' EXIT
@@ -73,6 +81,18 @@ for f in fuzz_records fuzz_cleaner; do
     -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
 done
 echo "-- fuzz_bpe (differential, vs SentencePiece)" && cmake --build "$BUILD" -j "$JOBS" --target fuzz_bpe >/dev/null && "$BUILD/fuzz/fuzz_bpe" -max_total_time="$SECONDS_EACH" -max_len=4096 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 2>&1 | tail -n 12
+for f in "${TRUSTED[@]}"; do
+  corpus="$SEEDS/${f#fuzz_}"
+  mkdir -p "$corpus"
+  GRIST_FUZZ_WRITE_SEEDS="$corpus" "$BUILD/fuzz/$f"
+  # Inputs that once crashed a reader (fuzz/regressions/<target>/) run first, each once.
+  if compgen -G "fuzz/regressions/${f#fuzz_}/*" >/dev/null; then
+    "$BUILD/fuzz/$f" fuzz/regressions/"${f#fuzz_}"/* 2>&1 | tail -n 2
+  fi
+  echo "-- $f (${TRUSTED_SECONDS}s, $(ls "$corpus" | wc -l) seeds)"
+  "$BUILD/fuzz/$f" -max_total_time="$TRUSTED_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
+    -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+done
 # ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
 if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: loader and checkpoint writer"

@@ -80,6 +80,13 @@ class Parser {
     if (!h.ok()) return Bad(path, "expected 32 hex digits");
     return *h;
   }
+  // A file entry looked up by key (obj["bin"]): a missing key is an error, not an exception.
+  absl::StatusOr<FileInfo> File(simdjson::simdjson_result<simdjson::dom::element> r,
+                                std::string_view path, bool release_file) const {
+    simdjson::dom::element e;
+    if (r.get(e) != simdjson::SUCCESS) return Bad(path, "missing");
+    return File(e, path, release_file);
+  }
   // A file entry; `release_file` applies the release path rules.
   absl::StatusOr<FileInfo> File(simdjson::dom::element e, std::string_view path,
                                 bool release_file) const {

@@ -42,7 +42,7 @@ Runner Setup(CLI::App* app) {
         return run();
       }
     }
-    return absl::InvalidArgumentError("no benchmark named; see grist bench --help");
+    return UsageError("no benchmark named; see grist bench --help");
   };
 }
 

@@ -6,6 +6,7 @@
 #include "ckptio/checkpoint.h"
 #include "ckptio/export.h"
 #include "ckptio/reader.h"
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
@@ -42,9 +43,10 @@ Runner Setup(CLI::App* app) {
   exp->add_option("out", f->out, "Output folder")->required();
   exp->add_option("--prefix", f->prefix, "Only tensors whose names start with this (e.g. model.), "
                                          "written without it");
-  exp->add_option("--max-shard-gb", f->max_shard_gb, "Split into several files above this size (GB)");
+  exp->add_option("--max-shard-gb", f->max_shard_gb, "Split into several files above this size (GB)")
+      ->check(CLI::PositiveNumber);
   for (CLI::App* sub : {latest, verify, inspect, exp}) {
-    sub->add_option("--json", f->common.json_path, "Write the result as JSON to FILE");
+    AddJsonFlag(sub, &f->common.json_path, "the result");
   }
   return [f, latest, verify, inspect, exp]() -> absl::Status {
     Env* env = Env::Default();
@@ -71,7 +73,14 @@ Runner Setup(CLI::App* app) {
       return MaybeWriteJson(f->common, w.str());
     }
     if (verify->parsed()) {
-      RETURN_IF_ERROR(ck::VerifyCheckpoint(f->path, ck::ReadOptions{}));
+      if (!env->IsDirectory(f->path)) {
+        return absl::NotFoundError(absl::StrCat(f->path, ": no such checkpoint folder"));
+      }
+      // Whatever stops the check past this point (a checksum, a short or missing file, a
+      // manifest that does not parse) is bad data in the checkpoint, exit status 3.
+      if (absl::Status s = ck::VerifyCheckpoint(f->path, ck::ReadOptions{}); !s.ok()) {
+        return IsEnvironmentError(s) ? s : BadDataError(s);
+      }
       std::printf("%s: OK (every checksum verified)\n", f->path.c_str());
       w.BeginObject().Field("path", f->path).Field("ok", true).EndObject();
       return MaybeWriteJson(f->common, w.str());

@@ -65,17 +65,20 @@ Runner Setup(CLI::App* app) {
       ->required();
   app->add_option("--config", f->config, "TOML config; its [dedup] section sets the defaults");
   app->add_option("--stage", f->stage,
-                  "Run one stage (signatures, buckets, clusters, merge, filter, report) as "
-                  "--task I --tasks N; default: all stages on this machine");
+                  "Run one stage as --task I --tasks N; default: all stages on this machine")
+      ->check(CLI::IsMember({"signatures", "buckets", "clusters", "merge", "filter", "report"}));
   app->add_option("--threshold", f->threshold,
                   "Jaccard threshold (default 0.8); without --bands/--rows it also picks "
                   "bands x rows")
       ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--num-perm", f->num_perm, "MinHash permutations (default 112)");
-  app->add_option("--bands", f->bands, "LSH bands (default 14)");
-  app->add_option("--rows", f->rows, "LSH rows per band (default 8)");
-  app->add_option("--ngram", f->ngram, "Words (or bytes) per shingle (default 5)");
-  app->add_option("--shingle", f->shingle, "word (default) or char");
+  app->add_option("--num-perm", f->num_perm, "MinHash permutations (default 112)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--bands", f->bands, "LSH bands (default 14)")->check(CLI::PositiveNumber);
+  app->add_option("--rows", f->rows, "LSH rows per band (default 8)")->check(CLI::PositiveNumber);
+  app->add_option("--ngram", f->ngram, "Words (or bytes) per shingle (default 5)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--shingle", f->shingle, "Shingle unit (default word)")
+      ->check(CLI::IsMember({"word", "char"}));
   app->add_flag("--no-verify", f->no_verify,
                 "Do not verify candidate pairs by true Jaccard (faster, less precise)");
   app->add_flag("--no-exact", f->no_exact, "Skip exact (XXH3-128) dedup");
@@ -83,15 +86,18 @@ Runner Setup(CLI::App* app) {
   app->add_flag("--line-dedup", f->line_dedup,
                 "Also remove every line that occurs in more than one document");
   app->add_option("--exact-normalize", f->exact_normalize,
-                  "Text normalization before the exact hash: none, whitespace (default), lower");
+                  "Text normalization before the exact hash (default whitespace)")
+      ->check(CLI::IsMember({"none", "whitespace", "lower"}));
   app->add_option("--memory-limit", f->memory_limit_mb,
-                  "Memory budget per task in MB: sort buffers and the verification cache (default 1024, at least 1)");
+                  "Memory budget per task in MB: sort buffers and the verification cache (default 1024)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app->add_option("--work-dir", f->work_dir,
                   "Intermediate files (default DIR/.dedup-work; shared by all tasks)");
   app->add_flag("--keep-work", f->keep_work, "Keep the intermediate files after a full run");
   app->add_option("--seed", f->seed, "Seed of the MinHash permutations");
   app->add_option("--text-field", f->text_field, "JSON field holding the text (default text)");
-  app->add_option("--txt-mode", f->txt_mode, "Plain-text files: file (default) or blocks");
+  app->add_option("--txt-mode", f->txt_mode, "Plain-text files: one document per file (default) or per blank-line block")
+      ->check(CLI::IsMember({"file", "blocks"}));
   AddCommonFlags(app, &f->common);
   return [f, app]() -> absl::Status {
     RETURN_IF_ERROR(ResolveTasks(&f->common));
@@ -118,7 +124,7 @@ Runner Setup(CLI::App* app) {
       } else if (f->shingle == "char") {
         o.shingle.kind = dedup::ShingleKind::kChar;
       } else {
-        return absl::InvalidArgumentError("--shingle must be word or char, got '" + f->shingle + "'");
+        return UsageError("--shingle must be word or char, got '" + f->shingle + "'");
       }
     }
     if (f->no_verify) o.verify = false;
@@ -133,11 +139,11 @@ Runner Setup(CLI::App* app) {
       } else if (f->exact_normalize == "lower") {
         o.exact_normalize = dedup::ExactNormalize::kLower;
       } else {
-        return absl::InvalidArgumentError("--exact-normalize must be none, whitespace or lower");
+        return UsageError("--exact-normalize must be none, whitespace or lower");
       }
     }
     if (given("--memory-limit")) {
-      if (f->memory_limit_mb <= 0) return absl::InvalidArgumentError("--memory-limit must be > 0");
+      if (f->memory_limit_mb <= 0) return UsageError("--memory-limit must be > 0");
       o.memory_limit = static_cast<uint64_t>(f->memory_limit_mb) << 20;
     }
     if (given("--work-dir")) o.work_dir = f->work_dir;
@@ -155,8 +161,7 @@ Runner Setup(CLI::App* app) {
     dedup::DedupReport report;
     if (f->stage.empty()) {
       if (run.tasks != 1) {
-        return absl::InvalidArgumentError(
-            "--task/--tasks need --stage (run the stages one by one as a job array)");
+        return UsageError("--task/--tasks need --stage (run the stages one by one as a job array)");
       }
       ASSIGN_OR_RETURN(report, dedup::RunDedup(Env::Default(), f->inputs, f->output, o, run));
     } else {

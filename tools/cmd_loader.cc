@@ -24,23 +24,28 @@ struct LoaderFlags {
   int64_t dp_size = 1;
   int64_t steps = 4;
   int64_t epochs = 0;
-  std::string seed;
+  uint64_t seed = 0;
   std::string state_file;
 };
 
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<LoaderFlags>();
   app->add_option("release", f->release, "Release folder")->required();
-  app->add_option("--split", f->split, "Split to read (train or validation)");
-  app->add_option("--micro-batch", f->micro_batch, "Samples per micro batch")->required();
-  app->add_option("--global-batch", f->global_batch, "Samples per step over all ranks")->required();
-  app->add_option("--dp-size", f->dp_size, "Data-parallel ranks");
-  app->add_option("--steps", f->steps, "Steps to show");
-  app->add_option("--epochs", f->epochs, "Epochs of the run (0: unlimited)");
+  app->add_option("--split", f->split, "Split to read")->check(CLI::IsMember({"train", "validation"}));
+  app->add_option("--micro-batch", f->micro_batch, "Samples per micro batch")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--global-batch", f->global_batch, "Samples per step over all ranks")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--dp-size", f->dp_size, "Data-parallel ranks")->check(CLI::PositiveNumber);
+  app->add_option("--steps", f->steps, "Steps to show")->check(CLI::NonNegativeNumber);
+  app->add_option("--epochs", f->epochs, "Epochs of the run (0: unlimited)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--seed", f->seed, "Order seed (default: the release's)");
   app->add_option("--state", f->state_file, "Start from this loader state (JSON from state_dict())");
-  app->add_option("--json", f->common.json_path, "Write the order as JSON to FILE");
-  return [f]() -> absl::Status {
+  AddJsonFlag(app, &f->common.json_path, "the order");
+  return [f, app]() -> absl::Status {
     std::vector<std::unique_ptr<loader::Loader>> ranks;
     for (int64_t r = 0; r < f->dp_size; ++r) {
       loader::LoaderOptions o;
@@ -54,9 +59,9 @@ Runner Setup(CLI::App* app) {
       o.prefetch = 1;
       o.num_workers = 1;
       o.fields = loader::kSampleIndex;
-      if (!f->seed.empty()) {
+      if (app->count("--seed") > 0) {
         o.has_seed = true;
-        o.seed = std::stoull(f->seed);
+        o.seed = f->seed;
       }
       ASSIGN_OR_RETURN(auto l, loader::Loader::Open(o));
       if (!f->state_file.empty()) {

@@ -25,7 +25,8 @@ Runner SetupBuild(CLI::App* app) {
   app->add_flag("--restart", f->o.restart, "Discard completed stages and rebuild everything");
   app->add_option("--stage", f->o.stage,
                   "Run one stage only (tokenizer, tokenize, tokenize-merge, pack), for job arrays: "
-                  "see scripts/slurm/ and docs/slurm.md");
+                  "see scripts/slurm/ and docs/slurm.md")
+      ->check(CLI::IsMember(release::BuildStages()));
   AddCommonFlags(app, &f->common, /*with_tasks=*/true);
   return [f]() -> absl::Status {
     if (f->o.stage == "tokenize") {
@@ -33,7 +34,7 @@ Runner SetupBuild(CLI::App* app) {
       f->o.run.task = f->common.task;
       f->o.run.tasks = f->common.tasks;
     } else if (f->common.task >= 0 || f->common.tasks >= 0) {
-      return absl::InvalidArgumentError("--task/--tasks go with --stage tokenize only");
+      return UsageError("--task/--tasks go with --stage tokenize only");
     }
     f->o.run.threads = f->common.threads;
     f->o.run.progress = !f->common.quiet;
@@ -59,9 +60,19 @@ Runner SetupVerify(CLI::App* app) {
   };
   auto f = std::make_shared<F>();
   app->add_option("dir", f->dir, "Release folder")->required();
-  app->add_option("--json", f->common.json_path, "Write the result as JSON to FILE");
+  AddJsonFlag(app, &f->common.json_path, "the result");
   return [f]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto rep, release::VerifyRelease(Env::Default(), f->dir));
+    if (!Env::Default()->IsDirectory(f->dir)) {
+      return absl::NotFoundError(absl::StrCat(f->dir, ": no such release folder"));
+    }
+    // A release whose manifest cannot be read as one is bad data (exit status 3), as is every
+    // problem the check lists; failures of the machine itself (permissions, I/O) are not.
+    auto verified = release::VerifyRelease(Env::Default(), f->dir);
+    if (!verified.ok()) {
+      return IsEnvironmentError(verified.status()) ? verified.status()
+                                                   : BadDataError(verified.status());
+    }
+    auto& rep = *verified;
     JsonWriter w(2);
     w.BeginObject().Field("ok", rep.ok()).Field("files_checked", rep.files_checked);
     w.Field("bytes_checked", rep.bytes_checked).Key("problems").BeginArray();
@@ -70,8 +81,8 @@ Runner SetupVerify(CLI::App* app) {
     RETURN_IF_ERROR(MaybeWriteJson(f->common, w.str()));
     for (const auto& p : rep.problems) std::fprintf(stderr, "BAD %s\n", p.c_str());
     if (!rep.ok()) {
-      return absl::DataLossError(absl::StrCat(f->dir, ": ", rep.problems.size(),
-                                              " problem(s); first: ", rep.problems.front()));
+      return BadDataError(absl::DataLossError(absl::StrCat(
+          f->dir, ": ", rep.problems.size(), " problem(s); first: ", rep.problems.front())));
     }
     std::printf("OK %s: %llu files, %llu bytes, every checksum matches\n", f->dir.c_str(),
                 static_cast<unsigned long long>(rep.files_checked),
@@ -88,9 +99,12 @@ Runner SetupInspect(CLI::App* app) {
   };
   auto f = std::make_shared<F>();
   app->add_option("dir", f->dir, "Release folder")->required();
-  app->add_option("--sample", f->o.sample, "Decode this sample (split-global index) to text");
-  app->add_option("--split", f->o.split, "train or validation (default train)");
-  app->add_option("--top", f->o.top_tokens, "How many frequent tokens to list");
+  app->add_option("--sample", f->o.sample, "Decode this sample (split-global index) to text")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--split", f->o.split, "train or validation (default train)")
+      ->check(CLI::IsMember({"train", "validation"}));
+  app->add_option("--top", f->o.top_tokens, "How many frequent tokens to list")
+      ->check(CLI::NonNegativeNumber);
   app->add_flag("--megatron", f->megatron,
                 "Print only the Megatron-LM arguments (--data-path, --split, --seq-length, "
                 "tokenizer) that train on the release's document files");

@@ -35,9 +35,11 @@ Runner Setup(CLI::App* app) {
   train->add_option("--input", f->inputs, "Input files or folders (default: the config's inputs)");
   train->add_option("--output", f->output, "Where to write the model (e.g. tokenizer.model)")
       ->required();
-  train->add_option("--vocab-size", f->vocab_size, "Override tokenizer.vocab_size");
-  train->add_option("--model-type", f->model_type, "Override tokenizer.model_type (bpe|unigram)");
-  train->add_option("--seed", f->seed, "Override the config's seed");
+  train->add_option("--vocab-size", f->vocab_size, "Override tokenizer.vocab_size")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--model-type", f->model_type, "Override tokenizer.model_type")
+      ->check(CLI::IsMember({"bpe", "unigram", "word", "char"}));
+  train->add_option("--seed", f->seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
   AddCommonFlags(train, &f->common, /*with_tasks=*/false);
 
   CLI::App* encode = app->add_subcommand(

@@ -14,7 +14,7 @@ struct VersionFlags {
 
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<VersionFlags>();
-  app->add_option("--json", f->common.json_path, "Write the facts as JSON to FILE");
+  AddJsonFlag(app, &f->common.json_path, "the facts");
   return [f]() -> absl::Status {
     std::printf("grist %s (%s, %s)\n", GRIST_VERSION, GRIST_BUILD_TYPE, GRIST_COMPILER);
     JsonWriter w;

@@ -15,6 +15,23 @@
 
 namespace grist::tools {
 
+// Exit statuses of `grist` (README "Exit codes"): every subcommand returns one of these.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // anything not below: I/O, a failed stage, a bad input file
+inline constexpr int kExitUsage = 2;    // the command line: unknown flag, malformed or out-of-range value
+inline constexpr int kExitBadData = 3;  // `grist verify` / `grist ckpt verify` found bad data
+
+// A usage error found after parsing (a combination of flags, a value from the environment): main
+// exits with kExitUsage. The Status is InvalidArgument with a payload that marks it.
+absl::Status UsageError(const std::string& message);
+// Marks `s` (not OK) as "the data checked is bad": main exits with kExitBadData.
+absl::Status BadDataError(absl::Status s);
+// Whether `s` is a failure of the machine rather than of the data read (permissions, a full disk,
+// I/O errors, interruption): a verify command then exits kExitFailure, not kExitBadData.
+bool IsEnvironmentError(const absl::Status& s);
+// The exit status for a command's result.
+int ExitCodeFor(const absl::Status& s);
+
 // Flags shared by every subcommand that processes data.
 struct CommonFlags {
   std::string json_path;  // --json FILE: machine-readable results
@@ -24,11 +41,15 @@ struct CommonFlags {
   bool quiet = false;     // --quiet: no progress display
 };
 
+// Adds `--json FILE` (written by MaybeWriteJson), its help saying "Write <what> as JSON to FILE".
+void AddJsonFlag(CLI::App* app, std::string* path, const std::string& what);
 // Adds --json, --threads, --quiet; and --task/--tasks when `with_tasks`.
 void AddCommonFlags(CLI::App* app, CommonFlags* flags, bool with_tasks = true);
 // Fills task/tasks from Slurm's environment where not given, and validates 0 <= task < tasks.
 absl::Status ResolveTasks(CommonFlags* flags);
-// Writes `json` to flags.json_path (crash-safely) when the flag was given.
+// Writes `json` to flags.json_path when the flag was given (common/output_file.h: "-" is the
+// standard output as it was before main moved the human-readable text to standard error; a
+// regular file is replaced atomically; a link's target or a device is written through).
 absl::Status MaybeWriteJson(const CommonFlags& flags, const std::string& json);
 
 using Runner = std::function<absl::Status()>;

@@ -10,6 +10,7 @@
 #ifndef GRIST_DEDUP_INTERNAL_STAGE_CONTEXT_H_
 #define GRIST_DEDUP_INTERNAL_STAGE_CONTEXT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/progress.h"
 #include "common/records.h"
 #include "common/rng.h"
 #include "common/status_macros.h"
@@ -123,16 +125,25 @@ inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
   return SplitMix64(x) % static_cast<uint64_t>(parts);
 }
 
-// Reads every document of split `split_index`, calling fn(key, doc).
+// Reads every document of split `split_index`, calling fn(key, doc). With `progress`, adds the
+// split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
+// split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
 template <typename Fn>
-absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn) {
+absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr) {
   const InputSplit& split = c.splits[split_index];
   ASSIGN_OR_RETURN(auto reader,
                    OpenRecordReader(c.env, c.files[split.file_index], split, c.opt.input));
   Document doc;
   uint64_t ordinal = 0;
+  uint64_t reported = 0;
+  auto report = [&](uint64_t upto) {
+    upto = std::min(upto, split.bytes);
+    if (progress != nullptr && upto > reported) progress->Add(upto - reported);
+    reported = std::max(reported, upto);
+  };
   while (true) {
     ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+    report(more ? reader->bytes_consumed() : split.bytes);
     if (!more) break;
     if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
       return absl::ResourceExhaustedError(

@@ -416,6 +416,50 @@ TEST(RecordsTest, IndexedPartsSplitAtFrames) {
   EXPECT_EQ(rc.status.code(), absl::StatusCode::kDataLoss) << rc.status;
 }
 
+TEST(RecordsTest, StageOutputFolderContributesItsKeptPartsOnly) {
+  MemEnv env;
+  auto put = [&](const std::string& p) { ASSERT_TRUE(WriteFileAtomic(&env, p, "{}\n").ok()); };
+  ASSERT_TRUE(env.CreateDirs("/cl/rejects").ok());
+  ASSERT_TRUE(env.CreateDirs("/dd/removed").ok());
+  ASSERT_TRUE(env.CreateDirs("/plain/sub").ok());
+  put("/cl/part-00000-of-00002-00000.jsonl.zst");
+  put("/cl/part-00001-of-00002-00000.jsonl.zst");
+  put("/cl/part-00001-of-00002-00001.jsonl.zst.tmp");
+  put("/cl/rejects/part-00000-of-00002-00000.jsonl.zst");
+  put("/cl/clean-report-00000-of-00002.json");
+  put("/cl/notes.txt");
+  put("/dd/dedup-00000.jsonl.zst");
+  put("/dd/removed/dedup-00000.jsonl.zst");
+  put("/dd/dedup_report.json");
+  put("/plain/a.jsonl");
+  put("/plain/sub/b.txt");
+  auto paths = [&](const std::vector<std::string>& in) {
+    std::vector<std::string> out;
+    auto files = ListInputs(&env, in);
+    EXPECT_TRUE(files.ok()) << files.status();
+    if (files.ok()) {
+      for (const auto& f : *files) out.push_back(f.path);
+    }
+    return out;
+  };
+  EXPECT_EQ(paths({"/cl"}), (std::vector<std::string>{"/cl/part-00000-of-00002-00000.jsonl.zst",
+                                                      "/cl/part-00001-of-00002-00000.jsonl.zst"}));
+  EXPECT_EQ(paths({"/dd"}), (std::vector<std::string>{"/dd/dedup-00000.jsonl.zst"}));
+  // Met in a walk, the same; named explicitly, rejects/ and removed/ are plain folders.
+  ASSERT_TRUE(env.RenameFile("/cl", "/plain/sub/cl").ok());
+  EXPECT_EQ(paths({"/plain"}),
+            (std::vector<std::string>{"/plain/a.jsonl", "/plain/sub/b.txt",
+                                      "/plain/sub/cl/part-00000-of-00002-00000.jsonl.zst",
+                                      "/plain/sub/cl/part-00001-of-00002-00000.jsonl.zst"}));
+  EXPECT_EQ(paths({"/plain/sub/cl/rejects"}),
+            (std::vector<std::string>{"/plain/sub/cl/rejects/part-00000-of-00002-00000.jsonl.zst"}));
+  EXPECT_EQ(paths({"/dd/removed"}), (std::vector<std::string>{"/dd/removed/dedup-00000.jsonl.zst"}));
+  EXPECT_TRUE(IsStageReportName("clean-report-00003-of-00004.json"));
+  EXPECT_TRUE(IsStageReportName("dedup_report.json"));
+  EXPECT_FALSE(IsStageReportName("clean-report.json.tmp"));
+  EXPECT_FALSE(IsStageReportName("report.json"));
+}
+
 TEST(RecordsTest, RealCorpusWikinews) {
   GRIST_REQUIRE_CORPUS(dir, "wikinews-en");
   auto files = ListInputs(Env::Default(), {dir});

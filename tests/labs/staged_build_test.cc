@@ -126,13 +126,13 @@ TEST_F(StagedBuildTest, StagesOutOfOrderAndIncompleteSetsAreRefused) {
   r = RunGrist(Build("s", "--stage tokenize-merge"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("task 1 of 3 has not finished"));
+  // Usage errors (exit status 2): flags that do not go together, a stage that does not exist.
   r = RunGrist(Build("s", "--stage pack --task 1 --tasks 3"));
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("--task/--tasks go with --stage tokenize only"));
   r = RunGrist(Build("s", "--stage shard"));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("--stage shard: unknown; stages are tokenizer, tokenize, "
-                                  "tokenize-merge, pack"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--stage: shard not in {tokenizer,tokenize,tokenize-merge,pack}"));
 }
 
 }  // namespace

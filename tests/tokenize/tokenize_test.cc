@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/records.h"
+#include "tests/synthetic_corpus.h"
 #include "tests/test_util.h"
 #include "tokenize/encode.h"
 #include "tokenize/indexed_dataset.h"
@@ -35,6 +36,30 @@ std::string Python() {
 
 bool HavePythonSentencePiece() {
   return std::system((Python() + " -c 'import sentencepiece' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A generated corpus file in `tmp` (tests/synthetic_corpus.h): the determinism and exactness
+// guarantees below are checked on it everywhere, and on the shared corpus where present.
+std::string SyntheticFile(const TempDir& tmp, uint64_t seed, int documents = 1000,
+                          int max_paragraphs = 6) {
+  grist::testing::SyntheticCorpusOptions o;
+  o.seed = seed;
+  o.documents = documents;
+  o.max_paragraphs = max_paragraphs;
+  return grist::testing::WriteSyntheticCorpus(tmp.Join(absl::StrCat("synthetic-", seed, ".jsonl")), o);
+}
+
+// A model of `type` trained here on generated text.
+std::string TrainedModel(const TempDir& tmp, const std::string& type) {
+  const std::string model = tmp.Join(type + ".model");
+  if (Env::Default()->FileExists(model)) return model;
+  TrainOptions o;
+  o.model_type = type;
+  o.vocab_size = 800;
+  o.input_sentence_size = 20000;
+  auto r = TrainTokenizer(Env::Default(), {SyntheticFile(tmp, 99)}, model, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return model;
 }
 
 // Up to `n` non-empty documents of a real corpus file.
@@ -112,15 +137,13 @@ TEST(TokenizeTest, PublishedExpectedIds) {
   EXPECT_EQ(checked, 9);
 }
 
-TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
-  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en/wiki_00.jsonl.zst");
-  if (!HavePythonSentencePiece()) GTEST_SKIP() << Python() << " has no sentencepiece module";
-  std::string root = grist::testing::CorpusDir();
-  TempDir tmp;
-  // Every document of one wikinews file, through the full encode stage (parallel, MMIDIDX out).
-  std::vector<std::string> docs = RealDocs(corpus, 100000);
-  ASSERT_GT(docs.size(), 500u);
-  for (const std::string& model : {Mistral(root), Unigram(root)}) {
+// Every document of `input`, through the full encode stage (parallel, MMIDIDX out), gives the ids
+// SentencePiece's Python module gives, for each model.
+void ExpectBitExactWithPython(const TempDir& tmp, const std::string& input,
+                              const std::vector<std::string>& models, size_t min_docs) {
+  std::vector<std::string> docs = RealDocs(input, 100000);
+  ASSERT_GT(docs.size(), min_docs);
+  for (const std::string& model : models) {
     std::vector<std::vector<int>> want = PythonIds(tmp, model, docs);
     ASSERT_EQ(want.size(), docs.size());
     EncodeStageOptions o;
@@ -130,8 +153,8 @@ TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
     RunOptions run;
     run.threads = 2;
     run.progress = false;
-    std::string out = tmp.Join("enc" + std::to_string(model.size()));
-    auto rep = RunEncode(Env::Default(), {corpus}, out, o, run);
+    std::string out = tmp.Join("enc" + std::to_string(std::hash<std::string>()(model + input)));
+    auto rep = RunEncode(Env::Default(), {input}, out, o, run);
     ASSERT_TRUE(rep.ok()) << rep.status();
     auto ds = IndexedDatasetReader::Open(Env::Default(), out + "/tokens-00000-of-00001");
     ASSERT_TRUE(ds.ok()) << ds.status();
@@ -146,14 +169,26 @@ TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
   }
 }
 
-TEST(TokenizeTest, LongDocumentsInPiecesEqualWholeDocuments) {
-  GRIST_REQUIRE_CORPUS(corpus, "wikipedia-en-2015");
+TEST(TokenizeTest, BitExactWithSentencePiecePythonOnGeneratedText) {
+  if (!HavePythonSentencePiece()) GTEST_SKIP() << Python() << " has no sentencepiece module";
+  TempDir tmp;
+  ExpectBitExactWithPython(tmp, SyntheticFile(tmp, 3),
+                           {TrainedModel(tmp, "bpe"), TrainedModel(tmp, "unigram")}, 500);
+}
+
+TEST(TokenizeTest, BitExactWithSentencePiecePythonOnRealText) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en/wiki_00.jsonl.zst");
+  if (!HavePythonSentencePiece()) GTEST_SKIP() << Python() << " has no sentencepiece module";
   std::string root = grist::testing::CorpusDir();
-  auto files = ListInputs(Env::Default(), {corpus});
-  ASSERT_TRUE(files.ok());
-  std::vector<std::string> docs = RealDocs((*files)[0].path, 40);
+  TempDir tmp;
+  ExpectBitExactWithPython(tmp, corpus, {Mistral(root), Unigram(root)}, 500);
+}
+
+// Long documents encoded in pieces cut at FindCut give the ids of the whole document.
+void ExpectPiecesEqualWhole(const std::string& input, const std::vector<std::string>& models) {
+  std::vector<std::string> docs = RealDocs(input, 40);
   ASSERT_FALSE(docs.empty());
-  for (const std::string& model : {Mistral(root), Unigram(root)}) {
+  for (const std::string& model : models) {
     auto tok = Tokenizer::Load(Env::Default(), model);
     ASSERT_TRUE(tok.ok());
     ASSERT_TRUE((*tok)->can_cut()) << model;
@@ -172,6 +207,20 @@ TEST(TokenizeTest, LongDocumentsInPiecesEqualWholeDocuments) {
   }
 }
 
+TEST(TokenizeTest, LongGeneratedDocumentsInPiecesEqualWholeDocuments) {
+  TempDir tmp;
+  ExpectPiecesEqualWhole(SyntheticFile(tmp, 5, 60, 40),
+                         {TrainedModel(tmp, "bpe"), TrainedModel(tmp, "unigram")});
+}
+
+TEST(TokenizeTest, LongDocumentsInPiecesEqualWholeDocuments) {
+  GRIST_REQUIRE_CORPUS(corpus, "wikipedia-en-2015");
+  std::string root = grist::testing::CorpusDir();
+  auto files = ListInputs(Env::Default(), {corpus});
+  ASSERT_TRUE(files.ok());
+  ExpectPiecesEqualWhole((*files)[0].path, {Mistral(root), Unigram(root)});
+}
+
 TEST(TokenizeTest, FindCutRules) {
   EXPECT_EQ(FindCut("aaaa bbbb", 5), 4u);
   EXPECT_EQ(FindCut("aaaa  bbbb cc", 6), 10u);  // double space skipped, found forwards
@@ -180,8 +229,8 @@ TEST(TokenizeTest, FindCutRules) {
 }
 
 TEST(TokenizeTest, TrainingIsDeterministicAndSeeded) {
-  GRIST_REQUIRE_CORPUS(corpus, "small-text/tinyshakespeare");
   TempDir tmp;
+  const std::string corpus = SyntheticFile(tmp, 11, 3000);
   TrainOptions o;
   o.vocab_size = 500;
   o.seed = 7;
@@ -215,13 +264,12 @@ TEST(TokenizeTest, BadModelIsAClearError) {
 }
 
 TEST(TokenizeTest, ThreeTasksConcatenateToOneTask) {
-  GRIST_REQUIRE_CORPUS(corpus, "wikinews-en");
-  std::string root = grist::testing::CorpusDir();
   TempDir tmp;
-  std::vector<std::string> in = {corpus + "/wiki_01.jsonl.zst", corpus + "/wiki_02.jsonl.zst",
-                                 corpus + "/wiki_03.jsonl.zst", corpus + "/wiki_04.jsonl.zst"};
+  std::vector<std::string> in = {SyntheticFile(tmp, 21, 200), SyntheticFile(tmp, 22, 200),
+                                 SyntheticFile(tmp, 23, 200), SyntheticFile(tmp, 24, 200)};
   EncodeStageOptions o;
-  o.model_path = Unigram(root);
+  o.model_path = TrainedModel(tmp, "unigram");
+  o.split_bytes = 64 << 10;
   RunOptions run;
   run.progress = false;
   run.threads = 2;

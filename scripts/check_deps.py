@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Checks the component boundaries the build is meant to enforce (issue 16, item 11):
+
+1. A library's direct includes of other components match its CMake DEPS/PRIVATE_DEPS: every
+   component it includes is a dependency, and every grist dependency is included somewhere.
+2. No file outside component X includes X/internal/ headers, except X's own tests (tests/X/) and
+   the fuzz targets (which test internals by design).
+3. tools/, bench/ and python/ include public headers only.
+
+Usage: scripts/check_deps.py [SOURCE_ROOT]. Prints each violation; exit status 1 if any.
+"""
+import os
+import re
+import sys
+
+root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+root = os.path.abspath(root)
+# Known violations, each to be removed by the change that fixes it (not a place for new ones).
+ALLOWED = {
+    # Reads dedup's scratch files to report their sizes; needs a public reader (issue 16.11).
+    "bench/bench_dedup.cc: includes dedup/internal/files.h, private to dedup/",
+}
+LOOPED = {}  # component dir -> dependencies added by a loop "if the target exists" (may go unused)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCES = (".cc", ".h")
+
+
+def components():
+    out = {}
+    for d in sorted(os.listdir(root)):
+        cm = os.path.join(root, d, "CMakeLists.txt")
+        if not os.path.isfile(cm):
+            continue
+        text = open(cm, encoding="utf-8").read()
+        for m in re.finditer(r"grist_cc_library\((.*?)\n\)", text, re.S):
+            body = m.group(1)
+            name = re.search(r"NAME\s+(\S+)", body).group(1)
+            deps = set(re.findall(r"grist::(\w+)", body))
+            if "${" in body and "grist::${component}" in text:
+                # Dependencies gathered in a loop: foreach(component a b c) ... grist::${component}.
+                loop = re.search(r"foreach\(component ([^)]*)\)", text)
+                looped = set(loop.group(1).split()) if loop else set()
+                deps |= looped | set(re.findall(r"grist::(\w+)", text))
+                LOOPED.setdefault(d, set()).update(looped)
+            out[d] = (name, deps)
+    return out
+
+
+def files_under(d):
+    for base, _, names in os.walk(os.path.join(root, d)):
+        for n in names:
+            if n.endswith(SOURCES):
+                yield os.path.join(base, n)
+
+
+def includes(path):
+    return INCLUDE.findall(open(path, encoding="utf-8", errors="replace").read())
+
+
+def main():
+    comps = components()
+    problems = []
+    for d, (name, deps) in comps.items():
+        used = set()
+        for f in files_under(d):
+            for inc in includes(f):
+                top = inc.split("/")[0]
+                if top == d or top not in comps:
+                    continue
+                used.add(top)
+                if top not in deps:
+                    problems.append(f"{os.path.relpath(f, root)}: includes {inc} but grist::{name} "
+                                    f"does not depend on grist::{comps[top][0]}")
+        for dep in sorted(deps - {name} - LOOPED.get(d, set())):
+            dep_dir = next((k for k, v in comps.items() if v[0] == dep), None)
+            if dep_dir is not None and dep_dir not in used:
+                problems.append(f"{d}/CMakeLists.txt: grist::{name} depends on grist::{dep}, "
+                                f"which it never includes")
+    for top in ["tools", "bench", "python", "tests", "fuzz"] + sorted(comps):
+        if not os.path.isdir(os.path.join(root, top)):
+            continue
+        for f in files_under(top):
+            rel = os.path.relpath(f, root)
+            for inc in includes(f):
+                parts = inc.split("/")
+                if len(parts) < 3 or parts[1] != "internal" or parts[0] not in comps:
+                    continue
+                owner = parts[0]
+                if top == owner or top == "fuzz" or rel.startswith(f"tests/{owner}/"):
+                    continue
+                problems.append(f"{rel}: includes {inc}, private to {owner}/")
+    problems = sorted(set(p for p in problems if p not in ALLOWED))
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_deps: {len(problems)} boundary violation(s)", file=sys.stderr)
+        return 1
+    print(f"check_deps: {len(comps)} components, boundaries hold")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

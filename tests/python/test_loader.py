@@ -245,7 +245,7 @@ class BuiltReleaseResumeTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="grist_loader_built_")
         words = ("the data pipeline token shard release loader train model batch seed merge task "
                  "node cluster write read fast slow byte river stone green window quiet number "
-                 "letter paper morning garden").split()
+                 "letter paper morning garden and of to with that have be").split()  # Gopher wants 2 distinct stop words
         rng = random.Random(21)
         corpus = os.path.join(cls.tmp, "corpus.jsonl")
         with open(corpus, "w") as f:
@@ -259,7 +259,7 @@ class BuiltReleaseResumeTest(unittest.TestCase):
         with open(config, "w") as f:
             f.write('seed = 3\n[release]\nversion = "built"\n[inputs]\npaths = ["%s"]\n'
                     '[dedup]\nmemory_limit_mb = 64\n'
-                    '[tokenizer]\nmodel_type = "bpe"\nvocab_size = 300\ncharacter_coverage = 1.0\n'
+                    '[tokenizer]\nmodel_type = "bpe"\nvocab_size = 400\ncharacter_coverage = 1.0\n'
                     'byte_fallback = true\nunk_id = 0\nbos_id = 1\neos_id = 2\npad_id = 3\n'
                     '[pack]\nseq_len = 64\nstrategy = "bestfit"\n'
                     '[split]\nvalidation_fraction = 0.1\n[shard]\nmax_bytes = 16384\n' % corpus)

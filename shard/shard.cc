@@ -10,26 +10,15 @@
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "shard/indexed_dataset.h"
+#include "shard/internal/le_bytes.h"
 #include "shard/internal/mapped_file.h"
 #include "shard/shard_format.h"
-
-static_assert(std::endian::native == std::endian::little,
-              "grist's on-disk formats are little-endian; big-endian hosts need byte swapping");
 
 namespace grist::shard {
 namespace {
 
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-template <typename T>
-T Get(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+using internal::Get;
+using internal::Put;
 
 absl::Status WriteAndSync(Env* env, const std::string& path, std::string_view data) {
   ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path));

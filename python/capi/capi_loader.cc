@@ -69,41 +69,6 @@ struct BatchHandle {
 
 }  // namespace
 
-GRIST_CAPI int grist_loader_open(const char* path, const char* split, int64_t micro_batch_size,
-                                 int64_t global_batch_size, int64_t dp_rank, int64_t dp_size,
-                                 int has_seed, uint64_t seed, int64_t epochs, int prefetch,
-                                 int num_workers, int device, int cuda_device, int int32_ids,
-                                 const char* fields, int verify_checksums, void** out) {
-  *out = nullptr;
-  LoaderOptions o;
-  o.path = path ? path : "";
-  o.split = split ? split : "train";
-  o.micro_batch_size = micro_batch_size;
-  o.global_batch_size = global_batch_size;
-  o.dp_rank = dp_rank;
-  o.dp_size = dp_size;
-  o.has_seed = has_seed != 0;
-  o.seed = seed;
-  o.epochs = epochs;
-  o.prefetch = prefetch;
-  o.num_workers = num_workers;
-  o.device = device == 1 ? grist::loader::Device::kCuda : grist::loader::Device::kCpu;
-  o.cuda_device = cuda_device;
-  o.int32_ids = int32_ids != 0;
-  o.verify_checksums = verify_checksums != 0;
-  if (fields && *fields) {
-    auto f = grist::loader::ParseFields(fields);
-    if (!f.ok()) return SetError(f.status());
-    o.fields = *f;
-  }
-  auto l = Loader::Open(o);
-  if (!l.ok()) return SetError(l.status());
-  auto* h = new LoaderHandle();
-  h->loader = std::move(*l);
-  *out = h;
-  return 0;
-}
-
 // grist_loader_open for a blend: `n` releases `paths[k]` with `weights[k]` (n == 1 is one release)
 // and `elastic` (0: a state with another global batch is refused). With fields == nullptr a blend
 // also produces release_index.
@@ -149,6 +114,19 @@ GRIST_CAPI int grist_loader_open_blend(int n, const char* const* paths, const do
   h->loader = std::move(*l);
   *out = h;
   return 0;
+}
+
+GRIST_CAPI int grist_loader_open(const char* path, const char* split, int64_t micro_batch_size,
+                                 int64_t global_batch_size, int64_t dp_rank, int64_t dp_size,
+                                 int has_seed, uint64_t seed, int64_t epochs, int prefetch,
+                                 int num_workers, int device, int cuda_device, int int32_ids,
+                                 const char* fields, int verify_checksums, void** out) {
+  // One release is the one-entry blend (the same order, state and fields as a release alone).
+  const double weight = 1.0;
+  return grist_loader_open_blend(1, &path, &weight, split, micro_batch_size, global_batch_size,
+                                 dp_rank, dp_size, has_seed, seed, epochs, prefetch, num_workers,
+                                 device, cuda_device, int32_ids, fields, verify_checksums,
+                                 /*elastic=*/1, out);
 }
 
 // New blend weights from the current step boundary on (n = the number of releases).

@@ -56,7 +56,7 @@ Runner Setup(CLI::App* app) {
   encode->add_flag("--no-eos", f->no_eos, "Do not append EOS");
   AddCommonFlags(encode, &f->common, /*with_tasks=*/true);
 
-  return [f, train, encode]() -> absl::Status {
+  return [f, train]() -> absl::Status {
     Env* env = Env::Default();
     Config config;
     if (!f->config.empty()) {

@@ -48,9 +48,9 @@ std::string TrainBytes(const std::string& name, std::vector<std::pair<std::strin
   static auto* memo = new std::map<std::string, std::string>();
   if (auto it = memo->find(name); it != memo->end()) return it->second;
   kwargs.emplace_back("num_threads", "1");
-  for (auto [k, v] : {std::pair{"character_coverage", "0.99"}, std::pair{"model_type", "bpe"}}) {
-    if (std::none_of(kwargs.begin(), kwargs.end(), [&](auto& kv) { return kv.first == k; })) {
-      kwargs.emplace_back(k, v);
+  for (const auto& def : {std::pair{"character_coverage", "0.99"}, std::pair{"model_type", "bpe"}}) {
+    if (std::none_of(kwargs.begin(), kwargs.end(), [&](auto& kv) { return kv.first == def.first; })) {
+      kwargs.emplace_back(def.first, def.second);
     }
   }
   std::string model;

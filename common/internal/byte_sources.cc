@@ -1,0 +1,102 @@
+#include "common/internal/byte_sources.h"
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cstring>
+
+namespace grist::internal {
+
+namespace {
+
+class GzipSource : public DecodingSource {
+ public:
+  explicit GzipSource(std::unique_ptr<SequentialFile> f) : DecodingSource(std::move(f), kReadChunk) {
+    std::memset(&z_, 0, sizeof(z_));
+    init_ok_ = inflateInit2(&z_, 15 + 32) == Z_OK;  // gzip or zlib header, auto-detected
+  }
+  ~GzipSource() override { inflateEnd(&z_); }
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
+    if (!init_ok_) return absl::InternalError(absl::StrCat(f_->path(), ": zlib init failed"));
+    z_.next_out = reinterpret_cast<Bytef*>(buf);
+    z_.avail_out = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    const size_t want = z_.avail_out;
+    absl::Status s;
+    while (z_.avail_out > 0) {
+      if (z_.avail_in == 0) {
+        ASSIGN_OR_RETURN(size_t got, Refill());
+        if (got == 0) {
+          if (in_stream_) s = Corrupt("truncated gzip stream");
+          else done_ = true;
+          break;
+        }
+        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        z_.avail_in = static_cast<uInt>(got);
+      }
+      in_stream_ = true;
+      int r = inflate(&z_, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        in_stream_ = false;
+        inflateReset(&z_);  // concatenated members continue
+      } else if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_MEM_ERROR) {
+        s = Corrupt(absl::StrCat("corrupt gzip data (", z_.msg ? z_.msg : "inflate error", ")"));
+        break;
+      } else if (r == Z_BUF_ERROR && z_.avail_in != 0) {
+        s = Corrupt("corrupt gzip data");
+        break;
+      }
+    }
+    *produced = want - z_.avail_out;
+    return s;
+  }
+  z_stream z_;
+  bool init_ok_ = false, in_stream_ = false;
+};
+
+class ZstdSource : public DecodingSource {
+ public:
+  explicit ZstdSource(std::unique_ptr<SequentialFile> f)
+      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
+  ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
+
+ private:
+  absl::Status Decode(char* buf, size_t n, size_t* produced) override {
+    ZSTD_outBuffer out{buf, n, 0};
+    absl::Status s;
+    while (out.pos < out.size) {
+      if (input_.pos == input_.size) {
+        ASSIGN_OR_RETURN(size_t got, Refill());
+        if (got == 0) {
+          if (frame_open_) s = Corrupt("truncated zstd stream");
+          else done_ = true;
+          break;
+        }
+        input_ = ZSTD_inBuffer{in_.data(), got, 0};
+      }
+      size_t r = ZSTD_decompressStream(dctx_, &out, &input_);
+      if (ZSTD_isError(r)) {
+        s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
+        break;
+      }
+      frame_open_ = r != 0;
+    }
+    *produced = out.pos;
+    return s;
+  }
+  ZSTD_DCtx* dctx_;
+  ZSTD_inBuffer input_{nullptr, 0, 0};
+  bool frame_open_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodingSource> NewGzipSource(std::unique_ptr<SequentialFile> f) {
+  return std::make_unique<GzipSource>(std::move(f));
+}
+std::unique_ptr<DecodingSource> NewZstdSource(std::unique_ptr<SequentialFile> f) {
+  return std::make_unique<ZstdSource>(std::move(f));
+}
+
+}  // namespace grist::internal

@@ -87,13 +87,28 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
 }
 
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
-                                                   uint64_t target_bytes, ThreadPool* pool) {
+                                                   uint64_t target_bytes, ThreadPool* pool,
+                                                   const InputOptions& input) {
   if (target_bytes == 0) target_bytes = 64ull << 20;
   std::vector<InputSplit> splits;
   for (size_t i = 0; i < files.size(); ++i) {
     const InputFile& f = files[i];
-    if (f.size <= target_bytes || (f.format != InputFormat::kJsonl && f.format != InputFormat::kJsonlZstd)) {
+    const bool streamable = f.format == InputFormat::kJsonlGzip || f.format == InputFormat::kJsonlZstd ||
+                            ((f.format == InputFormat::kTextGzip || f.format == InputFormat::kTextZstd) &&
+                             input.txt_mode == "blocks");
+    if (f.size <= target_bytes || (f.format != InputFormat::kJsonl && !streamable)) {
       splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+      continue;
+    }
+    auto stream_splits = [&] {
+      const uint64_t stride = std::min(target_bytes, kMaxStreamSplitBytes);
+      for (uint64_t b = 0; b < f.size; b += stride) {
+        const uint64_t e = std::min(f.size, b + stride);
+        splits.push_back({i, b, e == f.size ? UINT64_MAX : e, e - b, 0, stride});
+      }
+    };
+    if (f.format != InputFormat::kJsonl && f.format != InputFormat::kJsonlZstd) {
+      stream_splits();
       continue;
     }
     if (f.format == InputFormat::kJsonlZstd) {
@@ -102,7 +117,7 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
       ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(f.path));
       ASSIGN_OR_RETURN(auto frames, ReadZstdFrameIndex(*rf));
       if (!frames) {
-        splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+        stream_splits();
         continue;
       }
       uint64_t begin = 0, bytes = 0, lines = 0, lines_before = 0;

@@ -26,22 +26,37 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
 // "clean-report-*.json" (grist clean, one per task) or "dedup_report.json" (grist dedup).
 bool IsStageReportName(std::string_view name);
 
-// A unit of parallel work: a whole file, or (uncompressed JSONL only) a byte range of it whose
-// bounds are moved to line starts by the reader. Splits of one file are consecutive.
+// A unit of parallel work: a whole file, or a part of it. Splits of one file are consecutive.
+//   - uncompressed JSONL: a byte range whose bounds the reader moves to line starts;
+//   - a grist part with a frame index: a range of whole frames;
+//   - a stream split (stream_stride > 0) of a compressed file without a frame index (JSONL, or
+//     text in blocks mode): [begin, end) are compressed offsets, a multiple of stream_stride apart;
+//     the split holds the records that start in what those compressed bytes decode to
+//     (common/internal/stream_cutter.h has the exact rule). Reading one costs decoding the file up
+//     to it; SplitDecoders (common/split_decoders.h) shares one decode among a pass's readers.
 struct InputSplit {
   size_t file_index = 0;
   uint64_t begin = 0;
   uint64_t end = UINT64_MAX;  // exclusive; UINT64_MAX = to end of file
   uint64_t bytes = 0;         // estimated size, for balancing and progress
   uint64_t newlines_before = 0;  // '\n' bytes in [0, begin) of the file (set by PlanSplits)
+  uint64_t stream_stride = 0;    // > 0: a stream split, the file cut every stream_stride bytes
 };
 
-// Cuts files into splits of about `target_bytes` (uncompressed JSONL larger than that is split at
-// byte ranges; everything else is one split per file). For byte-range splits it counts, in parallel
-// on `pool` (may be null), the newlines before each split so that line numbers stay absolute.
+// The largest compressed stride of stream splits: a split then decodes to a few MiB, so the
+// decoded splits a SplitDecoders holds ahead of its readers stay small.
+inline constexpr uint64_t kMaxStreamSplitBytes = 1ull << 20;
+
+// Cuts files into splits of about `target_bytes`: uncompressed JSONL larger than that at byte
+// ranges, indexed grist parts at frame boundaries, compressed JSONL without a frame index (and
+// compressed text when input.txt_mode is "blocks") into stream splits of min(target_bytes,
+// kMaxStreamSplitBytes) compressed bytes; everything else is one split per file. For byte-range
+// splits it counts, in parallel on `pool` (may be null), the newlines before each split so that
+// line numbers stay absolute.
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
                                                    uint64_t target_bytes,
-                                                   ThreadPool* pool = nullptr);
+                                                   ThreadPool* pool = nullptr,
+                                                   const InputOptions& input = InputOptions());
 // The split size to plan with: `max_split_bytes`, or less, so that each task's slice holds about
 // kSplitsPerTask splits (its threads then stay busy to the end: a thread idles at most one split's
 // time), but not below kMinBalancedSplitBytes unless `max_split_bytes` itself is smaller. It depends

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
 #include "common/internal/line_reader.h"
+#include "common/internal/stream_cutter.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 
@@ -248,9 +249,11 @@ class JsonlReader : public RecordReader {
 
 class TextReader : public RecordReader {
  public:
-  TextReader(std::unique_ptr<ByteSource> src, std::string path, InputOptions opts)
+  // `lines_before`: lines of the file before the source's first byte (a stream split's).
+  TextReader(std::unique_ptr<ByteSource> src, std::string path, InputOptions opts,
+             uint64_t lines_before = 0)
       : src_(std::move(src)), path_(std::move(path)), opts_(std::move(opts)),
-        lines_(src_.get(), 0) {}
+        lines_(src_.get(), 0), line_no_(lines_before) {}
 
   absl::StatusOr<bool> Next(Document* doc) override {
     if (opts_.txt_mode == "blocks") return NextBlock(doc);
@@ -336,7 +339,7 @@ class TextReader : public RecordReader {
   std::string path_;
   InputOptions opts_;
   LineReader lines_;
-  uint64_t line_no_ = 0;
+  uint64_t line_no_;
   bool done_ = false;
 };
 
@@ -344,10 +347,25 @@ class TextReader : public RecordReader {
 
 absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const InputFile& file,
                                                                const InputSplit& split,
-                                                               const InputOptions& options) {
+                                                               const InputOptions& options,
+                                                               SplitDecoders* decoders) {
   if (options.txt_mode != "file" && options.txt_mode != "blocks") {
     return absl::InvalidArgumentError(
         absl::StrCat("txt_mode must be \"file\" or \"blocks\", got \"", options.txt_mode, "\""));
+  }
+  if (split.stream_stride > 0) {
+    ASSIGN_OR_RETURN(std::unique_ptr<internal::StreamSplitSource> src,
+                     internal::OpenStreamSplit(env, file, split, options, decoders));
+    const uint64_t lines_before = src->lines_before();
+    if (IsJsonFormat(file.format)) {
+      InputSplit s = split;
+      s.newlines_before = lines_before;
+      auto r = std::make_unique<JsonlReader>(std::move(src), nullptr, file.path, s, options);
+      RETURN_IF_ERROR(r->Init());
+      return std::unique_ptr<RecordReader>(std::move(r));
+    }
+    return std::unique_ptr<RecordReader>(
+        new TextReader(std::move(src), file.path, options, lines_before));
   }
   std::unique_ptr<ByteSource> src;
   RawSource* raw = nullptr;

@@ -13,6 +13,7 @@
 namespace grist {
 
 class Env;
+class SplitDecoders;
 
 // Streams the records of one split. Not thread-safe; one reader per split.
 class RecordReader {
@@ -27,9 +28,13 @@ class RecordReader {
 
 // Opens a reader of `split` of `file` (a split PlanSplits made for it). INVALID_ARGUMENT for a bad
 // txt_mode or a split of a file that cannot be split; a file that cannot be opened as the Env says.
+// A stream split is read through `decoders` when given (common/split_decoders.h: one decode of the
+// file shared by the pass's readers), else by decoding the file privately up to the split; the
+// records are the same. Opening a stream split blocks until its first bytes are decoded.
 absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const InputFile& file,
                                                                const InputSplit& split,
-                                                               const InputOptions& options);
+                                                               const InputOptions& options,
+                                                               SplitDecoders* decoders = nullptr);
 
 }  // namespace grist
 

@@ -5,9 +5,10 @@
 //   common/input_plan.h        input listing (ListInputs) and split planning (PlanSplits, tasks)
 //   common/record_reader.h     the record readers (OpenRecordReader)
 //   common/record_writer.h     the record writer (RecordWriter, SerializeRecord)
+//   common/split_decoders.h    one decode of a large compressed input shared by all threads
 //   common/documents_format.h  the part format's constants and its frame index
-// Internal (common/internal/): the byte sources (file ranges, gzip and zstd decoders) and the line
-// reader.
+// Internal (common/internal/): the byte sources (file ranges, gzip and zstd decoders), the line
+// reader and the stream cutter (the splits of compressed inputs without a frame index).
 //
 // Input formats, chosen by file name:
 //   *.jsonl, *.json, *.ndjson          JSON Lines, one object per line
@@ -48,5 +49,6 @@
 #include "common/input_plan.h"        // IWYU pragma: export
 #include "common/record_reader.h"     // IWYU pragma: export
 #include "common/record_writer.h"     // IWYU pragma: export
+#include "common/split_decoders.h"    // IWYU pragma: export
 
 #endif  // GRIST_COMMON_RECORDS_H_

@@ -1,6 +1,7 @@
 #include "common/internal/byte_sources.h"
 
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_nextSrcSizeToDecompress
 #include <zstd.h>
 
 #include <cstring>
@@ -27,6 +28,22 @@ class GzipSource : public DecodingSource {
     while (z_.avail_out > 0) {
       if (z_.avail_in == 0) {
         ASSIGN_OR_RETURN(size_t got, Refill());
+        if (got == 0 && at_limit_) {
+          // Drain what the input so far decodes to (a long match may still be pending).
+          if (!in_stream_) break;
+          const uInt before = z_.avail_out;
+          int r = inflate(&z_, Z_NO_FLUSH);
+          if (r == Z_STREAM_END) {
+            in_stream_ = false;
+            inflateReset(&z_);
+          } else if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_MEM_ERROR) {
+            s = Corrupt(absl::StrCat("corrupt gzip data (", z_.msg ? z_.msg : "inflate error", ")"));
+            break;
+          } else if (z_.avail_out == before) {
+            break;
+          }
+          continue;
+        }
         if (got == 0) {
           if (in_stream_) s = Corrupt("truncated gzip stream");
           else done_ = true;
@@ -68,6 +85,18 @@ class ZstdSource : public DecodingSource {
     while (out.pos < out.size) {
       if (input_.pos == input_.size) {
         ASSIGN_OR_RETURN(size_t got, Refill());
+        if (got == 0 && at_limit_) {
+          // Drain what the input so far decodes to (zstd may hold decoded bytes back).
+          const size_t before = out.pos;
+          size_t r = ZSTD_decompressStream(dctx_, &out, &input_);
+          if (ZSTD_isError(r)) {
+            s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
+            break;
+          }
+          if (out.pos == before) break;  // (no progress: r is only a hint, frame state unchanged)
+          frame_open_ = r != 0;
+          continue;
+        }
         if (got == 0) {
           if (frame_open_) s = Corrupt("truncated zstd stream");
           else done_ = true;
@@ -75,7 +104,13 @@ class ZstdSource : public DecodingSource {
         }
         input_ = ZSTD_inBuffer{in_.data(), got, 0};
       }
-      size_t r = ZSTD_decompressStream(dctx_, &out, &input_);
+      // At most one block per call: a call that fails reports none of the output it made, so a
+      // damaged block then costs only its own bytes, wherever the input chunks happen to end.
+      ZSTD_inBuffer in = input_;
+      const size_t step = ZSTD_nextSrcSizeToDecompress(dctx_);
+      if (step > 0 && step < in.size - in.pos) in.size = in.pos + step;
+      size_t r = ZSTD_decompressStream(dctx_, &out, &in);
+      input_.pos = in.pos;
       if (ZSTD_isError(r)) {
         s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
         break;

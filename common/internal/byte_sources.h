@@ -84,12 +84,20 @@ class RawSource : public ByteSource {
 // A decompressing source: reads the compressed file in chunks and decodes into the caller's buffer.
 // A damaged stream hands back what was decoded before the damage first; the error comes with the
 // next Read, so every line before the damage still reaches the caller.
+//
+// Input limit (the stream splits of internal/stream_cutter.h): with set_input_limit(L), the source
+// reads no compressed byte at or after offset L. A Read that returns 0 with paused() true has
+// returned everything the compressed bytes before L decode to (the decoder made no more progress
+// without input); raising the limit continues the stream. The sequence of decoder calls, and so the
+// decoded bytes delivered before each pause, depends only on the file and the limits, never on the
+// caller's thread or timing.
 class DecodingSource : public ByteSource {
  public:
   DecodingSource(std::unique_ptr<SequentialFile> f, size_t chunk) : f_(std::move(f)), in_(chunk) {}
   absl::StatusOr<size_t> Read(char* buf, size_t n) final {
     if (!pending_.ok()) return pending_;
     if (done_) return size_t{0};
+    at_limit_ = false;
     size_t produced = 0;
     absl::Status s = Decode(buf, n, &produced);
     if (s.ok()) return produced;
@@ -98,13 +106,27 @@ class DecodingSource : public ByteSource {
     return produced;
   }
   uint64_t consumed() const final { return consumed_; }
+  // Compressed bytes at or after `limit` are not read (UINT64_MAX: no limit). Must not be below
+  // consumed().
+  void set_input_limit(uint64_t limit) { limit_ = limit; }
+  // Whether the last Read stopped at the input limit (see above).
+  bool paused() const { return at_limit_; }
+  const std::string& path() const { return f_->path(); }
 
  protected:
   // Decodes up to n bytes into buf, setting *produced; sets done_ at the clean end of the input.
+  // When Refill() returns 0 with at_limit_ set, the implementation drains the decoder's pending
+  // output (calls it without new input until it makes no progress) and returns without error.
   virtual absl::Status Decode(char* buf, size_t n, size_t* produced) = 0;
-  // The next chunk of compressed input (0 bytes at the end of the file).
+  // The next chunk of compressed input (0 bytes at the end of the file, or at the input limit with
+  // at_limit_ set).
   absl::StatusOr<size_t> Refill() {
-    ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), in_.size));
+    const uint64_t room = limit_ - consumed_;
+    if (room == 0) {
+      at_limit_ = true;
+      return size_t{0};
+    }
+    ASSIGN_OR_RETURN(size_t got, f_->Read(in_.data(), std::min<uint64_t>(in_.size, room)));
     consumed_ += got;
     return got;
   }
@@ -114,10 +136,12 @@ class DecodingSource : public ByteSource {
   std::unique_ptr<SequentialFile> f_;
   Buffer in_;
   bool done_ = false;
+  bool at_limit_ = false;
 
  private:
   absl::Status pending_;
   uint64_t consumed_ = 0;
+  uint64_t limit_ = UINT64_MAX;
 };
 
 // The gzip (concatenated members, zlib headers too) and zstd (concatenated frames, skippable frames

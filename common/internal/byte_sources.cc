@@ -1,7 +1,6 @@
 #include "common/internal/byte_sources.h"
 
 #include <zlib.h>
-#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_nextSrcSizeToDecompress
 #include <zstd.h>
 
 #include <cstring>
@@ -94,6 +93,7 @@ class ZstdSource : public DecodingSource {
             break;
           }
           if (out.pos == before) break;  // (no progress: r is only a hint, frame state unchanged)
+          hint_ = r == 0 ? 1 : r;
           frame_open_ = r != 0;
           continue;
         }
@@ -105,12 +105,14 @@ class ZstdSource : public DecodingSource {
         input_ = ZSTD_inBuffer{in_.data(), got, 0};
       }
       // At most one block per call: a call that fails reports none of the output it made, so a
-      // damaged block then costs only its own bytes, wherever the input chunks happen to end.
+      // damaged block then costs only its own bytes, wherever the input chunks happen to end. The
+      // decoder's return value is the input that completes its next step (the rest of a block and
+      // the next block's header); a frame starts with one byte until the header is known.
       ZSTD_inBuffer in = input_;
-      const size_t step = ZSTD_nextSrcSizeToDecompress(dctx_);
-      if (step > 0 && step < in.size - in.pos) in.size = in.pos + step;
+      if (hint_ < in.size - in.pos) in.size = in.pos + hint_;
       size_t r = ZSTD_decompressStream(dctx_, &out, &in);
       input_.pos = in.pos;
+      if (!ZSTD_isError(r)) hint_ = r == 0 ? 1 : r;
       if (ZSTD_isError(r)) {
         s = Corrupt(absl::StrCat("corrupt zstd data (", ZSTD_getErrorName(r), ")"));
         break;
@@ -123,6 +125,7 @@ class ZstdSource : public DecodingSource {
   ZSTD_DCtx* dctx_;
   ZSTD_inBuffer input_{nullptr, 0, 0};
   bool frame_open_ = false;
+  size_t hint_ = 1;  // compressed bytes the next call may take
 };
 
 }  // namespace

@@ -236,6 +236,23 @@ TEST(StreamSplitsTest, TruncatedAndCorruptStreamsFailAsAWholeReadDoes) {
   EXPECT_TRUE(tail.error.empty()) << tail.error;
 }
 
+TEST(StreamSplitsTest, ABadFrameChecksumComesAfterEveryRecord) {
+  // The checksum is checked after the frame's last block: all records come out, then the error,
+  // whatever the input chunking (a fuzzer once found a whole-file read that lost them at random).
+  TempDir t;
+  const std::string jsonl = Corpus(300);
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  std::string z(ZSTD_compressBound(jsonl.size()), '\0');
+  z.resize(ZSTD_compress2(cctx, z.data(), z.size(), jsonl.data(), jsonl.size()));
+  ZSTD_freeCCtx(cctx);
+  z[z.size() - 1] = static_cast<char>(z[z.size() - 1] ^ 0x01);
+  Write(t.Join("sum.jsonl.zst"), z);
+  Outcome w = CheckEveryWay(t.Join("sum.jsonl.zst"), 8 << 10);
+  EXPECT_EQ(w.records.size(), 300u);
+  EXPECT_NE(w.error.find("checksum"), std::string::npos) << w.error;
+}
+
 TEST(StreamSplitsTest, ConcatenatedFramesAndMembers) {
   TempDir t;
   const std::string a = Corpus(500), b = Corpus(700);

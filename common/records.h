@@ -28,8 +28,9 @@
 //
 // Order: inputs are taken in the order given, directories expanded in sorted order; records in file
 // order. Every consumer that needs a deterministic output order processes InputSplits in parallel and
-// emits their results in split order (OrderedEmitter below), so output never depends on the thread
-// count.
+// emits their results in split order (OrderedParallel, common/ordered.h), so output never depends on
+// the thread count. A large compressed file without a frame index is cut into stream splits, read
+// through one shared decoder per file (SplitDecoders); its records are those of one whole read.
 //
 // Identity: each Document carries its provenance (source path as given + 1-based line, or for a
 // block/whole-file document the line it starts on). id() = "<source>:<line>" is unique within a run

@@ -13,8 +13,11 @@ std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size
   std::vector<InputSplit> splits;
   splits.reserve(indices.size());
   for (size_t i : indices) splits.push_back(c.splits[i]);
-  return std::make_unique<SplitDecoders>(c.env, c.files, splits, c.opt.input,
-                                         SplitDecoders::DefaultChunksInFlight(c.pool->size()));
+  // Decoded pieces (<= 1 MiB each) waiting for readers: at most an eighth of the budget.
+  const uint64_t by_budget = std::max<uint64_t>(2, c.opt.memory_limit / 8 / (1ull << 20));
+  const size_t chunks = static_cast<size_t>(std::min<uint64_t>(
+      by_budget, SplitDecoders::DefaultChunksInFlight(c.pool->size())));
+  return std::make_unique<SplitDecoders>(c.env, c.files, splits, c.opt.input, chunks);
 }
 
 uint64_t OptionsFingerprint(const DedupOptions& o) {

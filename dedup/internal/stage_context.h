@@ -125,7 +125,8 @@ inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
   return SplitMix64(x) % static_cast<uint64_t>(parts);
 }
 
-// The SplitDecoders of a pass over the splits `indices` (ascending) of c.splits.
+// The SplitDecoders of a pass over the splits `indices` (ascending) of c.splits, holding at most
+// an eighth of the memory budget of decoded pieces (common/split_decoders.h).
 std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size_t>& indices);
 
 // Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the

@@ -81,7 +81,8 @@ std::string ReasonsJson(const std::vector<std::string>& reasons, const std::stri
 }
 
 absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const InputSplit& split,
-                                         const CleanOptions& options, CleanerPool* pool) {
+                                         const CleanOptions& options, CleanerPool* pool,
+                                         SplitDecoders* decoders) {
   SplitResult out;
   CleanReport& rep = out.partial;
   auto file_error = [&](const absl::Status& s, uint64_t last_line) -> absl::Status {
@@ -89,7 +90,7 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
     out.file_error = FileError{file.path, last_line, std::string(s.message())};
     return absl::OkStatus();
   };
-  auto reader_or = OpenRecordReader(env, file, split, options.input);
+  auto reader_or = OpenRecordReader(env, file, split, options.input, decoders);
   if (!reader_or.ok()) {
     RETURN_IF_ERROR(file_error(reader_or.status(), 0));
     return out;
@@ -332,8 +333,11 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
   ThreadPool pool(run.threads);
   ASSIGN_OR_RETURN(std::vector<InputSplit> all,
-                   PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool));
+                   PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool,
+                              options.input));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
+  SplitDecoders decoders(env, files, splits, options.input,
+                         SplitDecoders::DefaultChunksInFlight(pool.size()));
 
   const std::string prefix = TaskPrefix(run.task, run.tasks);
   const std::string reject_dir = JoinPath(output_dir, "rejects");
@@ -367,7 +371,7 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
       &pool, splits.size(), 2 * static_cast<size_t>(pool.size()),
       [&](size_t i) -> absl::StatusOr<SplitResult> {
         ASSIGN_OR_RETURN(SplitResult r, ProcessSplit(env, files[splits[i].file_index], splits[i],
-                                                     options, &cleaners));
+                                                     options, &cleaners, &decoders));
         r.kept_records.reserve(r.kept.size());
         for (const Document& d : r.kept) r.kept_records.push_back(SerializeRecord(d));
         r.rejected_records.reserve(r.rejected.size());

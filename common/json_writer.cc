@@ -3,63 +3,102 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "common/check.h"
 
 namespace grist {
 
+namespace {
+
+constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+
+// Whether none of the 8 bytes of `w` needs more than a copy: all in [0x20, 0x7e] and none '"' or
+// '\\'. May answer false for a plain word (the caller then looks byte by byte), never true for
+// one that is not.
+inline bool AllPlain(uint64_t w) {
+  const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  const uint64_t from_del = ((w + kOnes) | w) & kHighs;  // 0x7f, or the high bit set
+  const uint64_t q = w ^ (kOnes * '"'), b = w ^ (kOnes * '\\');
+  const uint64_t quote = (q - kOnes) & ~q & kHighs, backslash = (b - kOnes) & ~b & kHighs;
+  return (below_space | from_del | quote | backslash) == 0;
+}
+
+// The length of the valid UTF-8 sequence at p[0] (a byte >= 0x80), or 0 if it is not one.
+inline int Utf8SequenceLength(const unsigned char* p, size_t avail) {
+  const unsigned char c = p[0];
+  int len = 0;
+  uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+  if (len == 0 || static_cast<size_t>(len) > avail) return 0;
+  for (int k = 1; k < len; ++k) {
+    if ((p[k] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (p[k] & 0x3F);
+  }
+  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+      cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+// Copies runs of bytes that need no escaping in one append (8 bytes at a time where they are plain
+// ASCII), and escapes or replaces byte by byte only where needed. The bytes written are those of
+// the byte-by-byte definition (tests/common/json_writer_test.cc checks both agree).
 void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      switch (c) {
-        case '"': out->append("\\\""); break;
-        case '\\': out->append("\\\\"); break;
-        case '\n': out->append("\\n"); break;
-        case '\r': out->append("\\r"); break;
-        case '\t': out->append("\\t"); break;
-        case '\b': out->append("\\b"); break;
-        case '\f': out->append("\\f"); break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out->append(buf);
-          } else {
-            out->push_back(static_cast<char>(c));
-          }
+  const size_t n = s.size();
+  out->reserve(out->size() + n + 2);
+  out->push_back('"');
+  size_t run = 0;  // start of the bytes not yet appended, all to be copied as they are
+  size_t i = 0;
+  while (i < n) {
+    if (i + 8 <= n) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      if (AllPlain(w)) {
+        i += 8;
+        continue;
       }
+    }
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
       ++i;
       continue;
     }
-    // Validate one UTF-8 sequence; copy it, or write U+FFFD for an invalid byte.
-    int len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    bool ok = len > 0 && i + len <= n;
-    for (int k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (ok) {
-      if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-          cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        ok = false;
+    if (c >= 0x80) {
+      const int len = Utf8SequenceLength(p + i, n - i);
+      if (len > 0) {
+        i += static_cast<size_t>(len);
+        continue;
       }
     }
-    if (ok) {
-      out->append(reinterpret_cast<const char*>(p + i), len);
-      i += len;
-    } else {
-      out->append("\xEF\xBF\xBD");
-      ++i;
+    out->append(s.data() + run, i - run);
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      default:
+        if (c < 0x80) {  // the other controls and DEL
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out->append(buf);
+        } else {  // an invalid UTF-8 byte
+          out->append("\xEF\xBF\xBD");
+        }
     }
+    ++i;
+    run = i;
   }
+  out->append(s.data() + run, n - run);
   out->push_back('"');
 }
 

@@ -65,6 +65,11 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
     uint64_t records = 0;
   };
   const size_t window = SplitWindow(c, 1);
+  std::vector<size_t> order;
+  for (const KeyGroup& g : groups) {
+    if (g.split < c.splits.size()) order.push_back(g.split);
+  }
+  const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, order);
   return OrderedParallel<Out>(
       c.pool.get(), groups.size(), window,
       [&](size_t g) -> absl::StatusOr<Out> {
@@ -96,7 +101,7 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
               ++out.records;
               ++next;
               return absl::OkStatus();
-            }));
+            }, nullptr, decoders.get()));
         if (next != group.keys.size()) {
           return absl::FailedPreconditionError(absl::StrCat(
               "dedup: the input changed since the signatures stage (document ", group.keys[next],

@@ -170,6 +170,7 @@ absl::Status RunFilter(Ctx& c) {
     std::string lined_text;
     bool text_changed = false;
   };
+  const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<std::vector<Out>>(
       c.pool.get(), mine.size(), window,
@@ -214,7 +215,7 @@ absl::Status RunFilter(Ctx& c) {
           }
           outs.push_back(std::move(o));
           return absl::OkStatus();
-        }, &progress));
+        }, &progress, decoders.get()));
         return outs;
       },
       [&](size_t, std::vector<Out>&& outs) -> absl::Status {

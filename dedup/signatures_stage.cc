@@ -70,6 +70,7 @@ absl::Status RunSignatures(Ctx& c) {
     std::vector<LineRecord> lines;
     uint64_t docs = 0, bad = 0, bytes = 0;
   };
+  const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<SplitOut>(
       c.pool.get(), mine.size(), window,
@@ -120,7 +121,7 @@ absl::Status RunSignatures(Ctx& c) {
           out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
           out.sigs.append(reinterpret_cast<const char*>(sig.data()), 8 * sig.size());
           return absl::OkStatus();
-        }, &progress));
+        }, &progress, decoders.get()));
         return out;
       },
       [&](size_t, SplitOut&& out) -> absl::Status {

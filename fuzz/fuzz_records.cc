@@ -1,12 +1,19 @@
 // Fuzzes the record readers: the first byte picks the input format (JSONL, .jsonl.gz, .jsonl.zst,
-// text file, text blocks, compressed text), the rest is the file's content, held in a MemEnv and
-// read through every split PlanSplits makes. Any crash, sanitizer report, or a document that breaks
-// the reader's contract (a bad record whose error does not name the file) is a finding.
+// text file, text blocks, compressed text), blocks mode for compressed text, a small record
+// limit and whether splits are small; the rest is the file's
+// content, held in a MemEnv and read through every split PlanSplits makes, three ways: each split
+// decoded on its own, the stream splits of a compressed file through one shared decoder
+// (SplitDecoders), and the file whole. Any crash, sanitizer report, a document that breaks the
+// reader's contract (a bad record whose error does not name the file), or ways that disagree on
+// the records or the first error is a finding.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/records.h"
 
@@ -14,6 +21,39 @@ namespace {
 
 const char* kNames[] = {"in.jsonl", "in.jsonl.gz", "in.jsonl.zst", "in.txt",
                         "in.txt",   "in.txt.gz",   "in.txt.zst",   "in.ndjson"};
+
+struct Outcome {
+  std::vector<std::string> records;
+  std::string error;
+  bool operator==(const Outcome& o) const { return records == o.records && error == o.error; }
+};
+
+// Reads `splits` in order; the first error ends the read.
+Outcome Read(grist::Env* env, const grist::InputFile& file,
+             const std::vector<grist::InputSplit>& splits, const grist::InputOptions& options,
+             const std::string& name, grist::SplitDecoders* decoders) {
+  Outcome out;
+  for (const auto& split : splits) {
+    auto reader = grist::OpenRecordReader(env, file, split, options, decoders);
+    if (!reader.ok()) {
+      out.error = std::string(reader.status().message());
+      return out;
+    }
+    grist::Document doc;
+    for (int i = 0; i < 100000; ++i) {
+      auto more = (*reader)->Next(&doc);
+      if (!more.ok()) {
+        out.error = std::string(more.status().message());
+        return out;
+      }
+      if (!*more) break;
+      if (!doc.error.empty() && doc.error.find(name) == std::string::npos) __builtin_trap();
+      out.records.push_back(absl::StrCat(doc.line, " ", doc.input_bytes, " ", doc.invalid_utf8, " ",
+                                         grist::SerializeRecord(doc, "\"reasons\":[\"x\"]")));
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -29,22 +69,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();  // the in-memory file system must accept any content
   }
   grist::InputOptions options;
-  options.txt_mode = (selector & 7) == 4 ? "blocks" : "file";
-  options.max_record_bytes = 1 << 20;
+  const int kind = selector & 7;
+  options.txt_mode = kind == 4 || (selector & 32) ? "blocks" : "file";
+  options.max_record_bytes = (selector & 16) ? 100 : (1 << 20);
   auto files = grist::ListInputs(&env, {name});
   if (!files.ok()) return 0;
-  // Small splits so that byte-range splitting of JSONL is exercised too.
-  auto splits = grist::PlanSplits(&env, *files, (selector & 8) ? 64 : (32u << 20));
+  // Small splits so that byte-range and stream splitting are exercised too.
+  auto splits = grist::PlanSplits(&env, *files, (selector & 8) ? 64 : (32u << 20), nullptr, options);
   if (!splits.ok()) return 0;
-  for (const auto& split : *splits) {
-    auto reader = grist::OpenRecordReader(&env, (*files)[split.file_index], split, options);
-    if (!reader.ok()) continue;
-    grist::Document doc;
-    for (int i = 0; i < 100000; ++i) {
-      auto more = (*reader)->Next(&doc);
-      if (!more.ok() || !*more) break;
-      if (!doc.error.empty() && doc.error.find(name) == std::string::npos) __builtin_trap();
-      (void)grist::SerializeRecord(doc, "\"reasons\":[\"x\"]");
+  const grist::InputFile& file = (*files)[0];
+  Outcome each = Read(&env, file, *splits, options, name, nullptr);
+  if ((*splits)[0].stream_stride > 0) {
+    grist::SplitDecoders decoders(&env, *files, *splits, options, 2);
+    if (!(Read(&env, file, *splits, options, name, &decoders) == each)) __builtin_trap();
+  }
+  if (splits->size() > 1) {
+    Outcome whole = Read(&env, file, {grist::InputSplit{}}, options, name, nullptr);
+    if (!(whole == each)) {
+      if (std::getenv("FUZZ_DEBUG")) {  // the two reads, to see where they part
+        std::fprintf(stderr, "whole: %zu records, error '%s'\nsplit: %zu records, error '%s'\n",
+                     whole.records.size(), whole.error.c_str(), each.records.size(), each.error.c_str());
+        for (size_t i = 0; i < std::max(whole.records.size(), each.records.size()); ++i) {
+          std::fprintf(stderr, "W %s\nS %s\n", i < whole.records.size() ? whole.records[i].c_str() : "-",
+                       i < each.records.size() ? each.records[i].c_str() : "-");
+        }
+      }
+      __builtin_trap();
     }
   }
   return 0;

@@ -71,6 +71,11 @@ printf '\x03%s' "$txt" >"$SEEDS/records/txt"
 printf '\x04%s' "$txt" >"$SEEDS/records/blocks"
 { printf '\x05'; printf '%s' "$txt" | gzip -c -n; } >"$SEEDS/records/txtgz"
 { printf '\x06'; printf '%s' "$txt" | zstd -q -c; } >"$SEEDS/records/txtzst"
+# Stream splits (selector bit 8: 64-byte splits; bit 32: blocks mode for compressed text).
+{ printf '\x09'; for i in 1 2 3 4 5 6; do printf '%s' "$jsonl"; done | gzip -c -n; } >"$SEEDS/records/gz_split"
+{ printf '\x0a'; for i in 1 2 3 4 5 6; do printf '%s' "$jsonl"; done | zstd -q -c; } >"$SEEDS/records/zst_split"
+{ printf '\x2d'; for i in 1 2 3 4 5 6; do printf '%s\n\n' "$txt"; done | gzip -c -n; } >"$SEEDS/records/txtgz_split"
+{ printf '\x2e'; for i in 1 2 3 4 5 6; do printf '%s\n\n' "$txt"; done | zstd -q -c; } >"$SEEDS/records/txtzst_split"
 for i in 0 1 2 3; do
   printf "\\x0$i%s" "$txt" >"$SEEDS/cleaner/txt$i"
   printf "\\x0$i%s" $'The cat sat on the mat. It was happy.\n\n- item one\n- item two...\n{ javascript }\ncafe\xcc\x81 \xef\xac\x81 \xc2\xa0 x' >"$SEEDS/cleaner/mix$i"

@@ -66,6 +66,8 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   ASSIGN_OR_RETURN(std::vector<InputSplit> all,
                    PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);
+  SplitDecoders decoders(env, files, splits, InputOptions{},
+                         SplitDecoders::DefaultChunksInFlight(pool.size()));
   uint64_t total = 0;
   for (const auto& s : splits) total += s.bytes;
   RETURN_IF_ERROR(env->CreateDirs(output_dir));
@@ -87,7 +89,8 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   auto process = [&](size_t i) -> absl::StatusOr<SplitResult> {
     SplitResult r;
     ASSIGN_OR_RETURN(auto reader,
-                     OpenRecordReader(env, files[splits[i].file_index], splits[i], InputOptions{}));
+                     OpenRecordReader(env, files[splits[i].file_index], splits[i], InputOptions{},
+                                      &decoders));
     Document doc;
     std::vector<int> ids;
     uint64_t last = 0;

@@ -9,6 +9,17 @@
 
 namespace grist::dedup::internal {
 
+std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size_t>& indices) {
+  std::vector<InputSplit> splits;
+  splits.reserve(indices.size());
+  for (size_t i : indices) splits.push_back(c.splits[i]);
+  // Decoded pieces (<= 1 MiB each) waiting for readers: at most an eighth of the budget.
+  const uint64_t by_budget = std::max<uint64_t>(2, c.opt.memory_limit / 8 / (1ull << 20));
+  const size_t chunks = static_cast<size_t>(std::min<uint64_t>(
+      by_budget, SplitDecoders::DefaultChunksInFlight(c.pool->size())));
+  return std::make_unique<SplitDecoders>(c.env, c.files, splits, c.opt.input, chunks);
+}
+
 uint64_t OptionsFingerprint(const DedupOptions& o) {
   std::string s = absl::StrCat(
       o.exact, "|", ExactNormalizeName(o.exact_normalize), "|", o.near, "|",
@@ -35,7 +46,7 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
   c.work = options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
   ASSIGN_OR_RETURN(c.files, ListInputs(env, inputs));
   c.pool = std::make_unique<ThreadPool>(run.threads);
-  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, c.opt.split_bytes, c.pool.get()));
+  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, c.opt.split_bytes, c.pool.get(), c.opt.input));
   if (c.splits.size() >= (uint64_t{1} << (64 - format::kOrdinalBits))) {
     return absl::InvalidArgumentError("dedup: too many input splits");
   }

@@ -125,14 +125,20 @@ inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
   return SplitMix64(x) % static_cast<uint64_t>(parts);
 }
 
-// Reads every document of split `split_index`, calling fn(key, doc). With `progress`, adds the
+// The SplitDecoders of a pass over the splits `indices` (ascending) of c.splits, holding at most
+// an eighth of the memory budget of decoded pieces (common/split_decoders.h).
+std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size_t>& indices);
+
+// Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the
+// pass's PassDecoders, when given). With `progress`, adds the
 // split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
 // split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
 template <typename Fn>
-absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr) {
+absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr,
+                        SplitDecoders* decoders = nullptr) {
   const InputSplit& split = c.splits[split_index];
-  ASSIGN_OR_RETURN(auto reader,
-                   OpenRecordReader(c.env, c.files[split.file_index], split, c.opt.input));
+  ASSIGN_OR_RETURN(auto reader, OpenRecordReader(c.env, c.files[split.file_index], split,
+                                                 c.opt.input, decoders));
   Document doc;
   uint64_t ordinal = 0;
   uint64_t reported = 0;

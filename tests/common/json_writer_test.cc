@@ -31,3 +31,84 @@ TEST(JsonWriterTest, Doubles) {
 
 }  // namespace
 }  // namespace grist
+
+namespace grist {
+namespace {
+
+// The byte-by-byte definition AppendJsonString's fast path must agree with.
+std::string ReferenceJsonString(std::string_view s) {
+  std::string out = "\"";
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+          } else {
+            out.push_back(static_cast<char>(c));
+          }
+      }
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    bool ok = len > 0 && i + len <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) ok = false;
+      else cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) {
+      ok = false;
+    }
+    if (ok) {
+      out.append(s.data() + i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out + "\"";
+}
+
+TEST(JsonWriterTest, EscapingFastPathMatchesTheByteByByteDefinition) {
+  // Random strings over an alphabet rich in the cases: controls, DEL, quotes, backslashes, ASCII,
+  // UTF-8 lead and continuation bytes, surrogates, overlongs, and 0xF8-0xFF.
+  const std::string alphabet = std::string("\"\\\n\r\t\b\f\x01\x1f\x7f aZ~", 15) +
+                               "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xED\xA0\x80\xC0\xAF\xF8\xFF\x80";
+  uint64_t x = 12345;
+  for (int round = 0; round < 20000; ++round) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const size_t len = (x >> 33) % 40;
+    std::string s;
+    for (size_t i = 0; i < len; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      // Mostly plain letters, so that 8-byte plain words occur between the special bytes.
+      s.push_back((x >> 60) < 10 ? static_cast<char>('a' + (x >> 40) % 26)
+                                 : alphabet[(x >> 33) % alphabet.size()]);
+    }
+    std::string got;
+    AppendJsonString(&got, s);
+    ASSERT_EQ(got, ReferenceJsonString(s)) << "input of " << s.size() << " bytes, round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace grist

@@ -1,0 +1,198 @@
+#include "common/input_plan.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/documents_format.h"
+#include "common/env.h"
+#include "common/internal/byte_sources.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+
+namespace grist {
+
+namespace {
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool IsJsonName(const std::string& name) {
+  return EndsWith(name, ".jsonl") || EndsWith(name, ".json") || EndsWith(name, ".ndjson");
+}
+}  // namespace
+
+InputFormat FormatOf(const std::string& path) {
+  std::string name = BaseName(path);
+  if (EndsWith(name, ".gz")) {
+    return IsJsonName(name.substr(0, name.size() - 3)) ? InputFormat::kJsonlGzip
+                                                       : InputFormat::kTextGzip;
+  }
+  if (EndsWith(name, ".zst")) {
+    return IsJsonName(name.substr(0, name.size() - 4)) ? InputFormat::kJsonlZstd
+                                                       : InputFormat::kTextZstd;
+  }
+  return IsJsonName(name) ? InputFormat::kJsonl : InputFormat::kText;
+}
+
+bool IsStageReportName(std::string_view name) {
+  if (name == "dedup_report.json") return true;
+  return name.size() > 18 && name.rfind("clean-report-", 0) == 0 && EndsWith(name, ".json");
+}
+
+namespace {
+absl::Status Walk(Env* env, const std::string& dir, std::vector<InputFile>* out) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  bool stage_output = false;
+  for (const auto& n : names) stage_output = stage_output || IsStageReportName(n);
+  if (stage_output) {
+    // A grist stage's output folder: its kept document parts only, never rejects/, removed/, the
+    // report or a part still being written (docs/formats/documents.md, "Stage output folders").
+    for (const auto& n : names) {
+      if (n.empty() || n[0] == '.' || !EndsWith(n, ".jsonl.zst")) continue;
+      std::string p = JoinPath(dir, n);
+      if (env->IsDirectory(p)) continue;
+      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
+      out->push_back({p, size, FormatOf(p)});
+    }
+    return absl::OkStatus();
+  }
+  for (const auto& n : names) {
+    if (n.empty() || n[0] == '.') continue;
+    std::string p = JoinPath(dir, n);
+    if (env->IsDirectory(p)) {
+      RETURN_IF_ERROR(Walk(env, p, out));
+    } else {
+      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
+      out->push_back({p, size, FormatOf(p)});
+    }
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<std::string>& paths) {
+  if (paths.empty()) return absl::InvalidArgumentError("no input paths given");
+  std::vector<InputFile> out;
+  for (const auto& p : paths) {
+    if (env->IsDirectory(p)) {
+      RETURN_IF_ERROR(Walk(env, p, &out));
+    } else if (env->FileExists(p)) {
+      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
+      out.push_back({p, size, FormatOf(p)});
+    } else {
+      return absl::NotFoundError(absl::StrCat("input ", p, ": no such file or directory"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,
+                                                   uint64_t target_bytes, ThreadPool* pool,
+                                                   const InputOptions& input) {
+  if (target_bytes == 0) target_bytes = 64ull << 20;
+  std::vector<InputSplit> splits;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const InputFile& f = files[i];
+    const bool streamable = f.format == InputFormat::kJsonlGzip || f.format == InputFormat::kJsonlZstd ||
+                            ((f.format == InputFormat::kTextGzip || f.format == InputFormat::kTextZstd) &&
+                             input.txt_mode == "blocks");
+    if (f.size <= target_bytes || (f.format != InputFormat::kJsonl && !streamable)) {
+      splits.push_back({i, 0, UINT64_MAX, f.size, 0});
+      continue;
+    }
+    auto stream_splits = [&] {
+      const uint64_t stride = std::min(target_bytes, kMaxStreamSplitBytes);
+      for (uint64_t b = 0; b < f.size; b += stride) {
+        const uint64_t e = std::min(f.size, b + stride);
+        splits.push_back({i, b, e == f.size ? UINT64_MAX : e, e - b, 0, stride});
+      }
+    };
+    if (f.format != InputFormat::kJsonl && f.format != InputFormat::kJsonlZstd) {
+      stream_splits();
+      continue;
+    }
+    if (f.format == InputFormat::kJsonlZstd) {
+      // A part with a frame index splits at frame boundaries; records never cross frames, and the
+      // index's record counts give each split its absolute line numbers.
+      ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(f.path));
+      ASSIGN_OR_RETURN(auto frames, ReadZstdFrameIndex(*rf));
+      if (!frames) {
+        stream_splits();
+        continue;
+      }
+      uint64_t begin = 0, bytes = 0, lines = 0, lines_before = 0;
+      for (size_t k = 0; k < frames->size(); ++k) {
+        const ZstdFrame& fr = (*frames)[k];
+        bytes += fr.bytes;
+        lines += fr.records;
+        if (bytes >= target_bytes || k + 1 == frames->size()) {
+          const bool last = k + 1 == frames->size();
+          splits.push_back({i, begin, last ? UINT64_MAX : fr.offset + fr.bytes, bytes, lines_before});
+          begin = fr.offset + fr.bytes;
+          lines_before += lines;
+          bytes = lines = 0;
+        }
+      }
+      continue;
+    }
+    for (uint64_t b = 0; b < f.size; b += target_bytes) {
+      uint64_t e = std::min(f.size, b + target_bytes);
+      splits.push_back({i, b, e == f.size ? UINT64_MAX : e, e - b, 0});
+    }
+  }
+  // Count newlines inside each byte-range split of plain JSONL so each reader knows its absolute
+  // line numbers.
+  auto counted = [&](const InputSplit& s) {
+    return files[s.file_index].format == InputFormat::kJsonl && (s.begin > 0 || s.end != UINT64_MAX);
+  };
+  std::vector<uint64_t> counts(splits.size(), 0);
+  RETURN_IF_ERROR(ParallelFor(pool, splits.size(), [&](size_t k) -> absl::Status {
+    const InputSplit& s = splits[k];
+    if (!counted(s)) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
+                     env->NewRandomAccessFile(files[s.file_index].path));
+    internal::Buffer buf(internal::kReadChunk);
+    uint64_t pos = s.begin, end = std::min<uint64_t>(s.end, f->Size());
+    uint64_t n = 0;
+    while (pos < end) {
+      ASSIGN_OR_RETURN(size_t got, f->ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size, end - pos)));
+      if (got == 0) break;
+      n += static_cast<uint64_t>(std::count(buf.data(), buf.data() + got, '\n'));
+      pos += got;
+    }
+    counts[k] = n;
+    return absl::OkStatus();
+  }));
+  for (size_t k = 1; k < splits.size(); ++k) {
+    if (counted(splits[k]) && splits[k].file_index == splits[k - 1].file_index && splits[k].begin > 0) {
+      splits[k].newlines_before = splits[k - 1].newlines_before + counts[k - 1];
+    }
+  }
+  return splits;
+}
+
+uint64_t BalancedSplitBytes(const std::vector<InputFile>& files, uint64_t max_split_bytes, int tasks) {
+  uint64_t total = 0;
+  for (const InputFile& f : files) total += f.size;
+  const uint64_t balanced = total / (static_cast<uint64_t>(std::max(1, tasks)) * kSplitsPerTask);
+  return std::min(max_split_bytes, std::max(kMinBalancedSplitBytes, balanced));
+}
+
+std::vector<InputSplit> SelectTaskSplits(const std::vector<InputSplit>& splits, int task, int tasks) {
+  if (tasks <= 1) return splits;
+  unsigned __int128 total = 0;
+  for (const auto& s : splits) total += s.bytes + 1;  // +1: empty files still count
+  std::vector<InputSplit> out;
+  unsigned __int128 cum = 0;
+  for (const auto& s : splits) {
+    // A split belongs to the task whose byte range holds its midpoint.
+    unsigned __int128 mid = cum + (s.bytes + 1) / 2;
+    int owner = static_cast<int>(mid * tasks / (total == 0 ? 1 : total));
+    if (owner >= tasks) owner = tasks - 1;
+    if (owner == task) out.push_back(s);
+    cum += s.bytes + 1;
+  }
+  return out;
+}
+
+}  // namespace grist

@@ -1,0 +1,96 @@
+// Lines of a byte source, and the small text predicates the record readers share. Internal to
+// common/.
+#ifndef GRIST_COMMON_INTERNAL_LINE_READER_H_
+#define GRIST_COMMON_INTERNAL_LINE_READER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/internal/byte_sources.h"
+#include "common/status_macros.h"
+
+namespace grist::internal {
+
+// How much of an oversized or malformed record an error keeps (Document::text of a bad record).
+inline constexpr size_t kMaxErrorText = 64 << 10;
+
+// Splits a byte source into lines ('\n'-terminated; a final line without '\n' counts). Lines longer
+// than `max_bytes` are reported as oversized: their first kMaxErrorText bytes are kept, the rest
+// skipped.
+class LineReader {
+ public:
+  LineReader(ByteSource* src, uint64_t max_bytes) : src_(src), max_(max_bytes ? max_bytes : UINT64_MAX) {}
+  // Returns false at the end. *line points into an internal buffer valid until the next call.
+  absl::StatusOr<bool> Next(std::string_view* line, uint64_t* raw_bytes, bool* oversized) {
+    *oversized = false;
+    *raw_bytes = 0;
+    line_.clear();
+    bool dropping = false;
+    while (true) {
+      if (pos_ == len_) {
+        if (eof_) break;
+        ASSIGN_OR_RETURN(size_t got, src_->Read(buf_.data(), buf_.size));
+        pos_ = 0;
+        len_ = got;
+        if (got == 0) {
+          eof_ = true;
+          break;
+        }
+      }
+      const char* start = buf_.data() + pos_;
+      const char* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      size_t take = nl ? static_cast<size_t>(nl - start) : len_ - pos_;
+      *raw_bytes += take + (nl ? 1 : 0);
+      if (!dropping) {
+        if (line_.size() + take > max_) {
+          dropping = true;
+          *oversized = true;
+          size_t keep = line_.size() < kMaxErrorText ? kMaxErrorText - line_.size() : 0;
+          line_.append(start, std::min(keep, take));
+        } else {
+          line_.append(start, take);
+        }
+      }
+      pos_ += take + (nl ? 1 : 0);
+      if (nl) {
+        *line = line_;
+        return true;
+      }
+    }
+    if (*raw_bytes == 0) return false;
+    *line = line_;
+    return true;
+  }
+
+ private:
+  ByteSource* src_;
+  uint64_t max_;
+  Buffer buf_{kReadChunk};
+  size_t pos_ = 0, len_ = 0;
+  bool eof_ = false;
+  std::string line_;
+};
+
+// `s` without trailing spaces, tabs, CR and LF.
+inline std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Whether `s` holds only spaces, tabs, CR, FF and VT (a blank line; empty included).
+inline bool IsBlank(std::string_view s) {
+  for (char c : s) {
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\f' && c != '\v') return false;
+  }
+  return true;
+}
+
+}  // namespace grist::internal
+
+#endif  // GRIST_COMMON_INTERNAL_LINE_READER_H_

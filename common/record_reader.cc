@@ -1,0 +1,419 @@
+#include "common/record_reader.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/internal/byte_sources.h"
+#include "common/internal/line_reader.h"
+#include "common/internal/stream_cutter.h"
+#include "common/json_writer.h"
+#include "common/status_macros.h"
+
+namespace grist {
+
+namespace {
+
+using internal::Buffer;
+using internal::ByteSource;
+using internal::IsBlank;
+using internal::kMaxErrorText;
+using internal::kReadChunk;
+using internal::LineReader;
+using internal::RangeFile;
+using internal::RawSource;
+using internal::TrimRight;
+
+
+// Replaces invalid UTF-8 sequences with U+FFFD; returns how many were replaced.
+uint32_t RepairUtf8(std::string_view in, std::string* out) {
+  out->clear();
+  out->reserve(in.size() + 16);
+  uint32_t bad = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  size_t n = in.size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = p[i];
+    if (c < 0x80) {
+      out->push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (int k = 1; ok && k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) ok = false;
+      else cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) {
+      ok = false;
+    }
+    if (ok) {
+      out->append(in.data() + i, len);
+      i += len;
+    } else {
+      out->append("\xEF\xBF\xBD");
+      ++bad;
+      ++i;
+    }
+  }
+  return bad;
+}
+
+std::string TruncatedForError(std::string_view s) {
+  return std::string(s.substr(0, std::min(s.size(), kMaxErrorText)));
+}
+
+class JsonlReader : public RecordReader {
+ public:
+  JsonlReader(std::unique_ptr<ByteSource> src, RawSource* raw, std::string path,
+              const InputSplit& split, InputOptions opts)
+      : src_(std::move(src)), raw_(raw), path_(std::move(path)), opts_(std::move(opts)),
+        lines_(src_.get(), opts_.max_record_bytes), split_(split) {
+    line_no_ = split.newlines_before;  // the number of the line before the first one read
+  }
+
+  absl::Status Init() {
+    if (raw_ == nullptr) return absl::OkStatus();
+    // Lines are read whole even when they cross the split's end; Next() stops at the first line
+    // that starts at or after `end`.
+    if (split_.begin == 0) {
+      raw_->ExtendToEof();
+      return absl::OkStatus();
+    }
+    // A byte-range split starts at the first line beginning at or after `begin`. The source is
+    // positioned at begin - 1: find the first newline there, looking no further than the split's
+    // end (a split inside one long line holds no line start; scanning on to the line's end would
+    // make a long line cost every split it spans). If that newline lies at or after `begin`, it is
+    // one more line before ours than newlines_before counts.
+    Buffer buf(64 << 10);
+    uint64_t pos = raw_->pos();
+    while (true) {
+      ASSIGN_OR_RETURN(size_t got, raw_->Read(buf.data(), buf.size));
+      if (got == 0) {  // no line starts in this split
+        empty_ = true;
+        return absl::OkStatus();
+      }
+      const char* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', got));
+      if (nl != nullptr) {
+        pos += static_cast<uint64_t>(nl - buf.data());
+        break;
+      }
+      pos += got;
+    }
+    if (pos >= split_.begin) ++line_no_;
+    skipped_ = pos + 1 - split_.begin;
+    raw_->Seek(pos + 1);
+    raw_->ExtendToEof();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> Next(Document* doc) override {
+    if (empty_) return false;
+    while (true) {
+      if (raw_ != nullptr && split_.end != UINT64_MAX) {
+        // Stop once the next line would start at or after the split's end.
+        if (split_.begin + skipped_ + consumed_in_lines_ >= split_.end) return false;
+      }
+      std::string_view line;
+      uint64_t raw_bytes = 0;
+      bool oversized = false;
+      auto more = lines_.Next(&line, &raw_bytes, &oversized);
+      if (!more.ok()) {
+        return Annotate(more.status(), absl::StrCat("after line ", line_no_));
+      }
+      if (!*more) return false;
+      consumed_in_lines_ += raw_bytes;
+      ++line_no_;
+      if (!oversized && IsBlank(line)) continue;  // blank lines are not records
+      Fill(doc, line, raw_bytes, oversized);
+      return true;
+    }
+  }
+
+  uint64_t bytes_consumed() const override { return src_->consumed(); }
+
+ private:
+  void Fill(Document* doc, std::string_view line, uint64_t raw_bytes, bool oversized) {
+    doc->text.clear();
+    doc->metadata = "{}";
+    doc->source = path_;
+    doc->line = line_no_;
+    doc->error.clear();
+    doc->input_bytes = raw_bytes;
+    doc->invalid_utf8 = 0;
+    if (oversized) {
+      doc->error = absl::StrCat(path_, ":", line_no_, ": record longer than ",
+                                opts_.max_record_bytes, " bytes");
+      doc->text = std::string(line);
+      return;
+    }
+    line = TrimRight(line);
+    std::string_view json = line;
+    // simdjson validates UTF-8; repair first when needed so that the record can still be read.
+    if (!simdjson::validate_utf8(line.data(), line.size())) {
+      doc->invalid_utf8 = RepairUtf8(line, &repaired_);
+      json = repaired_;
+    }
+    padded_.assign(json.data(), json.size());
+    padded_.append(simdjson::SIMDJSON_PADDING, '\0');
+    absl::Status s = Parse(padded_.data(), json.size(), doc);
+    if (!s.ok()) {
+      doc->error = absl::StrCat(path_, ":", line_no_, ": ", s.message());
+      doc->text = TruncatedForError(line);
+      doc->metadata = "{}";
+    }
+  }
+
+  // The DOM API: it validates the whole line and dispatches to the best SIMD kernel at run time
+  // (the On Demand API would pick its kernel at compile time).
+  absl::Status Parse(const char* data, size_t len, Document* doc) {
+    using namespace simdjson;
+    dom::element root;
+    auto err = parser_.parse(data, len, false).get(root);
+    if (err) return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", error_message(err)));
+    dom::object obj;
+    if (root.get_object().get(obj)) {
+      return absl::InvalidArgumentError("malformed JSON: the line is not a JSON object");
+    }
+    meta_.clear();
+    meta_.push_back('{');
+    bool first_meta = true, have_text = false, grist_record = false;
+    const std::string& text_field = opts_.text_field;
+    std::string prov_src;
+    int64_t prov_line = -1;
+    std::string nested_meta;
+    for (dom::key_value_pair kv : obj) {
+      std::string_view k = kv.key;
+      if (k == "grist" && kv.value.is_object()) {
+        grist_record = true;
+        dom::object po = kv.value.get_object().value_unsafe();
+        std::string_view sv;
+        if (!po["src"].get_string().get(sv)) prov_src = std::string(sv);
+        int64_t ln;
+        if (!po["line"].get_int64().get(ln)) prov_line = ln;
+        continue;
+      }
+      if (k == text_field) {
+        std::string_view sv;
+        if (kv.value.get_string().get(sv)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("text field '", text_field, "' is not a string"));
+        }
+        doc->text.assign(sv.data(), sv.size());
+        have_text = true;
+        continue;
+      }
+      std::string raw = simdjson::minify(kv.value);
+      if (k == "meta") nested_meta = raw;
+      if (!first_meta) meta_.push_back(',');
+      first_meta = false;
+      AppendJsonString(&meta_, k);
+      meta_.push_back(':');
+      meta_.append(raw);
+    }
+    if (!have_text) {
+      return absl::InvalidArgumentError(absl::StrCat("missing text field '", text_field, "'"));
+    }
+    meta_.push_back('}');
+    if (grist_record) {
+      doc->metadata = nested_meta.empty() ? "{}" : nested_meta;
+      if (!prov_src.empty()) doc->source = prov_src;
+      if (prov_line >= 0) doc->line = static_cast<uint64_t>(prov_line);
+    } else {
+      doc->metadata = meta_;
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<ByteSource> src_;
+  RawSource* raw_;  // == src_ for uncompressed files, else null
+  std::string path_;
+  InputOptions opts_;
+  LineReader lines_;
+  InputSplit split_;
+  uint64_t line_no_ = 0;
+  uint64_t skipped_ = 0;
+  uint64_t consumed_in_lines_ = 0;
+  bool empty_ = false;  // the split holds no line start
+  simdjson::dom::parser parser_;
+  std::string padded_, repaired_, meta_;
+};
+
+class TextReader : public RecordReader {
+ public:
+  // `lines_before`: lines of the file before the source's first byte (a stream split's).
+  TextReader(std::unique_ptr<ByteSource> src, std::string path, InputOptions opts,
+             uint64_t lines_before = 0)
+      : src_(std::move(src)), path_(std::move(path)), opts_(std::move(opts)),
+        lines_(src_.get(), 0), line_no_(lines_before) {}
+
+  absl::StatusOr<bool> Next(Document* doc) override {
+    if (opts_.txt_mode == "blocks") return NextBlock(doc);
+    if (done_) return false;
+    done_ = true;
+    std::string text;
+    Buffer buf(kReadChunk);
+    uint64_t total = 0;
+    bool oversized = false;
+    while (true) {
+      ASSIGN_OR_RETURN(size_t got, src_->Read(buf.data(), buf.size));
+      if (got == 0) break;
+      total += got;
+      uint64_t limit = opts_.max_record_bytes ? opts_.max_record_bytes : UINT64_MAX;
+      if (text.size() + got > limit) {
+        oversized = true;
+        if (text.size() < kMaxErrorText) text.append(buf.data(), std::min(got, kMaxErrorText - text.size()));
+      } else {
+        text.append(buf.data(), got);
+      }
+    }
+    Reset(doc, 1, total);
+    if (total == 0) {
+      doc->error = absl::StrCat(path_, ":1: empty file");
+    } else if (oversized) {
+      doc->error = absl::StrCat(path_, ":1: document longer than ", opts_.max_record_bytes, " bytes");
+    }
+    doc->text = std::move(text);
+    return true;
+  }
+
+  uint64_t bytes_consumed() const override { return src_->consumed(); }
+
+ private:
+  void Reset(Document* doc, uint64_t line, uint64_t bytes) {
+    doc->text.clear();
+    doc->metadata = "{}";
+    doc->source = path_;
+    doc->line = line;
+    doc->error.clear();
+    doc->input_bytes = bytes;
+    doc->invalid_utf8 = 0;
+  }
+
+  absl::StatusOr<bool> NextBlock(Document* doc) {
+    std::string block;
+    uint64_t start_line = 0, bytes = 0;
+    bool oversized = false;
+    uint64_t limit = opts_.max_record_bytes ? opts_.max_record_bytes : UINT64_MAX;
+    while (true) {
+      std::string_view line;
+      uint64_t raw_bytes;
+      bool over;
+      ASSIGN_OR_RETURN(bool more, lines_.Next(&line, &raw_bytes, &over));
+      if (!more) break;
+      ++line_no_;
+      if (IsBlank(line)) {
+        if (start_line == 0) continue;
+        bytes += raw_bytes;
+        break;
+      }
+      if (start_line == 0) start_line = line_no_;
+      bytes += raw_bytes;
+      if (block.size() + line.size() + 1 > limit) {
+        oversized = true;
+        if (block.size() < kMaxErrorText) block.append(line.substr(0, kMaxErrorText - block.size()));
+        continue;
+      }
+      if (!block.empty()) block.push_back('\n');
+      block.append(line.data(), line.size());
+    }
+    if (start_line == 0) return false;
+    Reset(doc, start_line, bytes);
+    if (oversized) {
+      doc->error = absl::StrCat(path_, ":", start_line, ": document longer than ",
+                                opts_.max_record_bytes, " bytes");
+    }
+    doc->text = std::move(block);
+    return true;
+  }
+
+  std::unique_ptr<ByteSource> src_;
+  std::string path_;
+  InputOptions opts_;
+  LineReader lines_;
+  uint64_t line_no_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const InputFile& file,
+                                                               const InputSplit& split,
+                                                               const InputOptions& options,
+                                                               SplitDecoders* decoders) {
+  if (options.txt_mode != "file" && options.txt_mode != "blocks") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("txt_mode must be \"file\" or \"blocks\", got \"", options.txt_mode, "\""));
+  }
+  if (split.stream_stride > 0) {
+    ASSIGN_OR_RETURN(std::unique_ptr<internal::StreamSplitSource> src,
+                     internal::OpenStreamSplit(env, file, split, options, decoders));
+    const uint64_t lines_before = src->lines_before();
+    if (IsJsonFormat(file.format)) {
+      InputSplit s = split;
+      s.newlines_before = lines_before;
+      auto r = std::make_unique<JsonlReader>(std::move(src), nullptr, file.path, s, options);
+      RETURN_IF_ERROR(r->Init());
+      return std::unique_ptr<RecordReader>(std::move(r));
+    }
+    return std::unique_ptr<RecordReader>(
+        new TextReader(std::move(src), file.path, options, lines_before));
+  }
+  std::unique_ptr<ByteSource> src;
+  RawSource* raw = nullptr;
+  bool ranged = split.begin > 0 || split.end != UINT64_MAX;
+  switch (file.format) {
+    case InputFormat::kJsonl:
+    case InputFormat::kText: {
+      ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, env->NewRandomAccessFile(file.path));
+      uint64_t begin = split.begin > 0 ? split.begin - 1 : 0;
+      auto r = std::make_unique<RawSource>(std::move(f), begin, split.end);
+      raw = r.get();
+      src = std::move(r);
+      break;
+    }
+    case InputFormat::kJsonlGzip:
+    case InputFormat::kTextGzip: {
+      if (ranged) return absl::InvalidArgumentError(absl::StrCat(file.path, ": compressed files cannot be split"));
+      ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, env->NewSequentialFile(file.path));
+      src = internal::NewGzipSource(std::move(f));
+      break;
+    }
+    case InputFormat::kJsonlZstd:
+    case InputFormat::kTextZstd: {
+      std::unique_ptr<SequentialFile> f;
+      if (ranged) {
+        // A split of an indexed part (PlanSplits): whole frames, so whole records.
+        if (file.format != InputFormat::kJsonlZstd || split.end <= split.begin) {
+          return absl::InvalidArgumentError(absl::StrCat(file.path, ": this file cannot be split"));
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> rf, env->NewRandomAccessFile(file.path));
+        f = std::make_unique<RangeFile>(std::move(rf), split.begin, split.end);
+      } else {
+        ASSIGN_OR_RETURN(f, env->NewSequentialFile(file.path));
+      }
+      src = internal::NewZstdSource(std::move(f));
+      break;
+    }
+  }
+  bool jsonl = file.format == InputFormat::kJsonl || file.format == InputFormat::kJsonlGzip ||
+               file.format == InputFormat::kJsonlZstd;
+  if (jsonl) {
+    auto r = std::make_unique<JsonlReader>(std::move(src), ranged ? raw : nullptr, file.path, split,
+                                           options);
+    RETURN_IF_ERROR(r->Init());
+    return std::unique_ptr<RecordReader>(std::move(r));
+  }
+  if (ranged) return absl::InvalidArgumentError(absl::StrCat(file.path, ": text files cannot be split"));
+  return std::unique_ptr<RecordReader>(new TextReader(std::move(src), file.path, options));
+}
+
+}  // namespace grist

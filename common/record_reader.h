@@ -1,0 +1,41 @@
+// Record readers: the documents of one input split, in file order. Part of the record I/O of
+// common/records.h (read that overview first: formats, identity, error policy).
+#ifndef GRIST_COMMON_RECORD_READER_H_
+#define GRIST_COMMON_RECORD_READER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/document.h"
+#include "common/input_plan.h"
+
+namespace grist {
+
+class Env;
+class SplitDecoders;
+
+// Streams the records of one split. Not thread-safe; one reader per split.
+class RecordReader {
+ public:
+  virtual ~RecordReader() = default;
+  // Returns true with *doc filled, false at the end of the split, or an error for a file-level
+  // problem (unreadable, truncated or corrupt compressed stream), naming the file and line.
+  virtual absl::StatusOr<bool> Next(Document* doc) = 0;
+  // Bytes of the input consumed so far (compressed bytes for compressed files).
+  virtual uint64_t bytes_consumed() const = 0;
+};
+
+// Opens a reader of `split` of `file` (a split PlanSplits made for it). INVALID_ARGUMENT for a bad
+// txt_mode or a split of a file that cannot be split; a file that cannot be opened as the Env says.
+// A stream split is read through `decoders` when given (common/split_decoders.h: one decode of the
+// file shared by the pass's readers), else by decoding the file privately up to the split; the
+// records are the same. Opening a stream split blocks until its first bytes are decoded.
+absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const InputFile& file,
+                                                               const InputSplit& split,
+                                                               const InputOptions& options,
+                                                               SplitDecoders* decoders = nullptr);
+
+}  // namespace grist
+
+#endif  // GRIST_COMMON_RECORD_READER_H_

@@ -1,0 +1,65 @@
+// The record writer: documents out as grist document parts (.jsonl.zst with a frame index), the
+// format of docs/formats/documents.md. Part of the record I/O of common/records.h.
+#ifndef GRIST_COMMON_RECORD_WRITER_H_
+#define GRIST_COMMON_RECORD_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/document.h"
+
+namespace grist {
+
+class Env;
+
+struct OutputOptions {
+  // A new part starts once the current one holds this many uncompressed bytes.
+  uint64_t part_bytes = 256ull << 20;
+  // A part is a sequence of independent zstd frames of about this many uncompressed bytes (ending
+  // at record boundaries), listed in a frame index at the end of the part, so readers can split a
+  // part for parallel work (docs/formats/documents.md).
+  uint64_t frame_bytes = 1ull << 20;
+  int zstd_level = 3;
+};
+
+struct PartInfo {
+  std::string path;
+  uint64_t records = 0;
+  uint64_t bytes = 0;  // compressed size on disk
+};
+
+// Writes documents as grist document records into `dir`/`prefix`-NNNNN.jsonl.zst parts. Each part
+// is written under a temporary name, synced and renamed when complete; Finish() syncs the directory.
+// Durability: a part is complete on disk once renamed; a writer destroyed before Finish() removes its
+// unfinished temporary part. Errors are those of the Env (and INTERNAL for a zstd failure), naming
+// the file. Not thread-safe.
+class RecordWriter {
+ public:
+  // INVALID_ARGUMENT for an empty prefix or one holding '/'. Creates `dir` if needed.
+  static absl::StatusOr<std::unique_ptr<RecordWriter>> Open(Env* env, std::string dir,
+                                                            std::string prefix,
+                                                            OutputOptions options = {});
+  virtual ~RecordWriter() = default;
+  // `extra_json` holds extra members (without braces, e.g. "\"reasons\":[\"too_short\"]") added to
+  // the record; empty for none.
+  virtual absl::Status Append(const Document& doc, std::string_view extra_json = {}) = 0;
+  // Appends one record already serialized by SerializeRecord (no trailing newline). Lets worker
+  // threads do the JSON escaping, so the single writer only compresses; the bytes written are the
+  // same as Append's.
+  virtual absl::Status AppendSerialized(std::string_view record) = 0;
+  // Completes the last part and returns all parts written. No Append after Finish.
+  virtual absl::StatusOr<std::vector<PartInfo>> Finish() = 0;
+  virtual uint64_t records() const = 0;
+};
+
+// Serializes one record line (without the trailing newline), as RecordWriter writes it. Thread-safe.
+std::string SerializeRecord(const Document& doc, std::string_view extra_json = {});
+
+}  // namespace grist
+
+#endif  // GRIST_COMMON_RECORD_WRITER_H_

@@ -1,0 +1,290 @@
+// Stream splits of compressed inputs without a frame index (common/internal/stream_cutter.h,
+// common/split_decoders.h): every way of reading them gives exactly the records, line numbers and
+// errors of one reader of the whole file.
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "common/ordered.h"
+#include "common/records.h"
+#include "common/thread_pool.h"
+#include "tests/synthetic_corpus.h"
+#include "tests/test_util.h"
+
+namespace grist {
+namespace {
+
+using ::grist::testing::TempDir;
+
+// One zstd frame (no frame index), as the zstd CLI writes a file.
+std::string Zstd(const std::string& s) {
+  std::string out(ZSTD_compressBound(s.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3));
+  return out;
+}
+
+std::string Gzip(const std::string& s) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, s.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  z.avail_in = static_cast<uInt>(s.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+void Write(const std::string& path, const std::string& data) {
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, data).ok());
+}
+
+// Everything a reader hands out, as one comparable string per record, then the error if any.
+struct Outcome {
+  std::vector<std::string> records;
+  std::string error;  // empty: read to the end
+  bool operator==(const Outcome& o) const { return records == o.records && error == o.error; }
+};
+std::string Describe(const Document& d) {
+  return absl::StrCat(d.source, ":", d.line, " bytes=", d.input_bytes, " bad=", d.invalid_utf8,
+                      " err=", d.error, " meta=", d.metadata, " text=", d.text);
+}
+
+// Reads the splits of one file in order; the first error ends the read (as stop-on-error does).
+Outcome ReadSplits(const InputFile& f, const std::vector<InputSplit>& splits, const InputOptions& o,
+                   SplitDecoders* decoders, ThreadPool* pool = nullptr) {
+  std::vector<InputFile> files{f};
+  Outcome out;
+  struct Part {
+    std::vector<std::string> records;
+    std::string error;
+  };
+  absl::Status st = OrderedParallel<Part>(
+      pool, splits.size(), 2 * static_cast<size_t>(pool ? pool->size() : 1),
+      [&](size_t i) -> absl::StatusOr<Part> {
+        Part p;
+        auto r = OpenRecordReader(Env::Default(), f, splits[i], o, decoders);
+        if (!r.ok()) {
+          p.error = std::string(r.status().message());
+          return p;
+        }
+        Document d;
+        while (true) {
+          auto more = (*r)->Next(&d);
+          if (!more.ok()) {
+            p.error = std::string(more.status().message());
+            break;
+          }
+          if (!*more) break;
+          p.records.push_back(Describe(d));
+        }
+        return p;
+      },
+      [&](size_t, Part&& p) -> absl::Status {
+        if (!out.error.empty()) return absl::OkStatus();
+        out.records.insert(out.records.end(), p.records.begin(), p.records.end());
+        out.error = p.error;
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+struct Case {
+  InputFile file;
+  std::vector<InputSplit> splits;
+};
+Case Plan(const std::string& path, uint64_t target, const InputOptions& o) {
+  auto files = ListInputs(Env::Default(), {path});
+  EXPECT_TRUE(files.ok());
+  auto splits = PlanSplits(Env::Default(), *files, target, nullptr, o);
+  EXPECT_TRUE(splits.ok());
+  return {(*files)[0], *splits};
+}
+
+// Reads `path` whole, then split every way, and checks they agree. Returns the whole read.
+Outcome CheckEveryWay(const std::string& path, uint64_t target, const InputOptions& o = {},
+                      size_t min_splits = 8) {
+  Case c = Plan(path, target, o);
+  Outcome whole = ReadSplits(c.file, {InputSplit{}}, o, nullptr);
+  EXPECT_GE(c.splits.size(), min_splits);
+  for (const InputSplit& s : c.splits) EXPECT_GT(s.stream_stride, 0u);
+  {
+    Outcome p = ReadSplits(c.file, c.splits, o, nullptr);
+    EXPECT_EQ(p, whole) << "private decoding: " << p.records.size() << " records, " << p.error
+                        << "; whole: " << whole.records.size() << ", " << whole.error;
+  }
+  {
+    SplitDecoders d(Env::Default(), {c.file}, c.splits, o, 4);
+    EXPECT_EQ(ReadSplits(c.file, c.splits, o, &d), whole) << "shared, one thread";
+  }
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    SplitDecoders d(Env::Default(), {c.file}, c.splits, o,
+                    SplitDecoders::DefaultChunksInFlight(threads));
+    EXPECT_EQ(ReadSplits(c.file, c.splits, o, &d, &pool), whole) << threads << " threads";
+  }
+  if (whole.error.empty()) {
+    // Tasks: each task reads its own splits (decoding the prefix before them); the union in task
+    // order is the whole file.
+    for (int tasks : {2, 3}) {
+      Outcome all;
+      for (int t = 0; t < tasks; ++t) {
+        std::vector<InputSplit> mine = SelectTaskSplits(c.splits, t, tasks);
+        ThreadPool pool(2);
+        SplitDecoders d(Env::Default(), {c.file}, mine, o, 16);
+        Outcome part = ReadSplits(c.file, mine, o, &d, &pool);
+        all.records.insert(all.records.end(), part.records.begin(), part.records.end());
+      }
+      EXPECT_EQ(all, whole) << tasks << " tasks";
+    }
+  }
+  return whole;
+}
+
+std::string Corpus(int documents) {
+  ::grist::testing::SyntheticCorpusOptions o;
+  o.documents = documents;
+  return ::grist::testing::SyntheticJsonl(o);
+}
+
+TEST(StreamSplitsTest, ZstdAndGzipReadAlikeEveryWay) {
+  TempDir t;
+  const std::string jsonl = Corpus(3000);  // ~3 MB
+  ASSERT_GT(jsonl.size(), 2u << 20);
+  Write(t.Join("c.jsonl.zst"), Zstd(jsonl));
+  Write(t.Join("c.jsonl.gz"), Gzip(jsonl));
+  Outcome z = CheckEveryWay(t.Join("c.jsonl.zst"), 64 << 10);
+  Outcome g = CheckEveryWay(t.Join("c.jsonl.gz"), 64 << 10);
+  EXPECT_EQ(z.records.size(), 3000u);
+  EXPECT_TRUE(z.error.empty()) << z.error;
+  EXPECT_EQ(g.records.size(), 3000u);
+}
+
+TEST(StreamSplitsTest, TinyStridesAndBlocksMode) {
+  TempDir t;
+  // Blank-line-separated blocks with runs of blank lines (spaces, CR) and a long block.
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    absl::StrAppend(&text, "Block ", i, " first line.\nsecond line of ", i, "\n");
+    if (i % 7 == 0) text += "  \r\n\t\n";
+    if (i == 200) text += std::string(300000, 'x') + "\n";
+    text += (i % 3 == 0) ? "\n\n" : "\n";
+  }
+  Write(t.Join("b.txt.zst"), Zstd(text));
+  Write(t.Join("b.txt.gz"), Gzip(text));
+  InputOptions blocks;
+  blocks.txt_mode = "blocks";
+  for (const char* name : {"b.txt.zst", "b.txt.gz"}) {
+    Outcome w = CheckEveryWay(t.Join(name), 64, blocks, 10);  // 64-byte strides
+    EXPECT_EQ(w.records.size(), 400u) << name;
+  }
+  // In file mode a compressed text file stays one split.
+  Case c = Plan(t.Join("b.txt.zst"), 64, InputOptions());
+  EXPECT_EQ(c.splits.size(), 1u);
+  EXPECT_EQ(c.splits[0].stream_stride, 0u);
+}
+
+TEST(StreamSplitsTest, RecordLargerThanChunksAndStrides) {
+  TempDir t;
+  std::string jsonl = Corpus(200);
+  // A 3 MiB record (three decode chunks), an oversized one, blank lines, bad JSON and bad UTF-8.
+  std::string big = "{\"text\":\"" + std::string(3 << 20, 'a') + "\"}\n";
+  std::string bad = "{\"text\": nope}\n\n   \n{\"text\":\"caf\xC3\"}\n";
+  jsonl = jsonl.substr(0, jsonl.size() / 2) + big + bad + std::string(5 << 20, 'b') + "\n" +
+          jsonl.substr(jsonl.size() / 2);
+  Write(t.Join("big.jsonl.zst"), Zstd(jsonl));
+  InputOptions o;
+  o.max_record_bytes = 4 << 20;
+  Outcome w = CheckEveryWay(t.Join("big.jsonl.zst"), 4096, o);
+  ASSERT_EQ(w.records.size(), 204u);  // 200 + big + bad JSON + bad UTF-8 + oversized
+}
+
+TEST(StreamSplitsTest, TruncatedAndCorruptStreamsFailAsAWholeReadDoes) {
+  TempDir t;
+  const std::string jsonl = Corpus(2000);
+  const std::string z = Zstd(jsonl), g = Gzip(jsonl);
+  Write(t.Join("trunc.jsonl.zst"), z.substr(0, z.size() * 2 / 3));
+  Write(t.Join("trunc.jsonl.gz"), g.substr(0, g.size() * 2 / 3));
+  std::string zc = z, gc = g;
+  for (size_t i = zc.size() / 2; i < zc.size() / 2 + 64; ++i) zc[i] = static_cast<char>(zc[i] ^ 0x5A);
+  for (size_t i = gc.size() / 2; i < gc.size() / 2 + 64; ++i) gc[i] = static_cast<char>(gc[i] ^ 0x5A);
+  Write(t.Join("corrupt.jsonl.zst"), zc);
+  Write(t.Join("corrupt.jsonl.gz"), gc);
+  for (const char* name : {"trunc.jsonl.zst", "trunc.jsonl.gz", "corrupt.jsonl.zst", "corrupt.jsonl.gz"}) {
+    Outcome w = CheckEveryWay(t.Join(name), 32 << 10);
+    EXPECT_FALSE(w.error.empty()) << name;
+    EXPECT_NE(w.error.find(t.Join(name)), std::string::npos) << w.error;
+    EXPECT_NE(w.error.find("after line "), std::string::npos) << w.error;
+    EXPECT_GT(w.records.size(), 100u) << name;
+  }
+  // A task whose splits all lie after the damage reads nothing and reports nothing: the error
+  // belongs to the task holding the split where it happens.
+  Case c = Plan(t.Join("corrupt.jsonl.zst"), 32 << 10, InputOptions());
+  std::vector<InputSplit> last = SelectTaskSplits(c.splits, 9, 10);
+  ASSERT_FALSE(last.empty());
+  SplitDecoders d(Env::Default(), {c.file}, last, InputOptions(), 16);
+  Outcome tail = ReadSplits(c.file, last, InputOptions(), &d);
+  EXPECT_TRUE(tail.records.empty());
+  EXPECT_TRUE(tail.error.empty()) << tail.error;
+}
+
+TEST(StreamSplitsTest, ABadFrameChecksumComesAfterEveryRecord) {
+  // The checksum is checked after the frame's last block: all records come out, then the error,
+  // whatever the input chunking (a fuzzer once found a whole-file read that lost them at random).
+  TempDir t;
+  const std::string jsonl = Corpus(300);
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  std::string z(ZSTD_compressBound(jsonl.size()), '\0');
+  z.resize(ZSTD_compress2(cctx, z.data(), z.size(), jsonl.data(), jsonl.size()));
+  ZSTD_freeCCtx(cctx);
+  z[z.size() - 1] = static_cast<char>(z[z.size() - 1] ^ 0x01);
+  Write(t.Join("sum.jsonl.zst"), z);
+  Outcome w = CheckEveryWay(t.Join("sum.jsonl.zst"), 8 << 10);
+  EXPECT_EQ(w.records.size(), 300u);
+  EXPECT_NE(w.error.find("checksum"), std::string::npos) << w.error;
+}
+
+TEST(StreamSplitsTest, ConcatenatedFramesAndMembers) {
+  TempDir t;
+  const std::string a = Corpus(500), b = Corpus(700);
+  Write(t.Join("cat.jsonl.zst"), Zstd(a) + Zstd(b));
+  Write(t.Join("cat.jsonl.gz"), Gzip(a) + Gzip(b));
+  EXPECT_EQ(CheckEveryWay(t.Join("cat.jsonl.zst"), 16 << 10).records.size(), 1200u);
+  EXPECT_EQ(CheckEveryWay(t.Join("cat.jsonl.gz"), 16 << 10).records.size(), 1200u);
+}
+
+TEST(StreamSplitsTest, ReadersMayStopEarlyAndSplitsMayBeReopened) {
+  TempDir t;
+  Write(t.Join("c.jsonl.zst"), Zstd(Corpus(1500)));
+  Case c = Plan(t.Join("c.jsonl.zst"), 16 << 10, InputOptions());
+  ASSERT_GT(c.splits.size(), 4u);
+  Outcome whole = ReadSplits(c.file, {InputSplit{}}, InputOptions(), nullptr);
+  SplitDecoders d(Env::Default(), {c.file}, c.splits, InputOptions(), 2);
+  {
+    // The first split with a record: one record read, then the reader dropped; its remaining
+    // pieces are released and nothing blocks.
+    bool got = false;
+    for (size_t i = 0; i < c.splits.size() && !got; ++i) {
+      auto r = OpenRecordReader(Env::Default(), c.file, c.splits[i], InputOptions(), &d);
+      ASSERT_TRUE(r.ok());
+      Document doc;
+      got = *(*r)->Next(&doc);
+    }
+    ASSERT_TRUE(got);
+  }
+  // Those splits again (not shared a second time: decoded privately), then the rest, shared.
+  Outcome again = ReadSplits(c.file, c.splits, InputOptions(), &d);
+  EXPECT_EQ(again, whole);
+}
+
+}  // namespace
+}  // namespace grist

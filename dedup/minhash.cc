@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "common/hash.h"
 #include "common/rng.h"
 #include "dedup/internal/minhash_kernel.h"
@@ -11,75 +14,96 @@
 namespace grist::dedup {
 namespace {
 
-// 0 = separator, 1 = word byte; lowercase mapping applied separately.
+// The byte a text byte becomes in the normalized text: ASCII letters lowercased, other word bytes
+// (digits, bytes >= 0x80) unchanged, 0 for a separator (no word byte maps to 0).
 struct ByteTable {
-  bool word[256];
-  char lower[256];
-  constexpr ByteTable() : word(), lower() {
+  unsigned char to[256];
+  constexpr ByteTable() : to() {
     for (int c = 0; c < 256; ++c) {
-      bool is_word = c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                     (c >= 'A' && c <= 'Z');
-      word[c] = is_word;
-      lower[c] = static_cast<char>((c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
+      const bool is_word = c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                           (c >= 'A' && c <= 'Z');
+      to[c] = static_cast<unsigned char>(!is_word ? 0 : (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
     }
   }
 };
 constexpr ByteTable kBytes;
 
+// Writes the normalized text of `text` to `out` (room for text.size() + 1 bytes) and returns its
+// length; with kStarts also the offset of each word in `starts` (room for text.size() / 2 + 1)
+// and their count in `*words`. Branch-free per byte: every byte is stored, and the output position
+// advances only over what is kept (a space before every word but the first, the word bytes), so
+// the word lengths of real text cost no mispredicted branches. The output never gets ahead of the
+// input: a space is written only in place of the separator bytes before it.
+template <bool kStarts>
+size_t Normalize(std::string_view text, char* out, uint32_t* starts, size_t* words) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t o = 0, w = 0;
+  size_t in_word = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char t = kBytes.to[p[i]];
+    const size_t is_word = t != 0;
+    const size_t start = is_word & (in_word ^ 1);
+    out[o] = ' ';
+    o += start & static_cast<size_t>(o != 0);
+    if constexpr (kStarts) {
+      starts[w] = static_cast<uint32_t>(o);
+      w += start;
+    }
+    out[o] = static_cast<char>(t);
+    o += is_word;
+    in_word = is_word;
+  }
+  if constexpr (kStarts) *words = w;
+  return o;
+}
+
+inline uint64_t ShingleHash(const char* data, size_t n) { return XXH3_64bits(data, n); }
+
 }  // namespace
 
 void NormalizeForShingles(std::string_view text, std::string* out) {
   out->resize(text.size() + 1);
-  char* o = out->data();
-  char* const begin = o;
-  bool in_word = false;
-  for (unsigned char c : text) {
-    if (kBytes.word[c]) {
-      if (!in_word && o != begin) *o++ = ' ';
-      *o++ = kBytes.lower[c];
-      in_word = true;
-    } else {
-      in_word = false;
-    }
-  }
-  out->resize(static_cast<size_t>(o - begin));
+  out->resize(Normalize<false>(text, out->data(), nullptr, nullptr));
 }
 
 void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options,
                             std::vector<uint64_t>* out, std::string* scratch) {
   std::string local;
   std::string& norm = scratch ? *scratch : local;
-  NormalizeForShingles(text, &norm);
   out->clear();
-  if (norm.empty()) return;
   const size_t n = static_cast<size_t>(std::max(1, options.n));
+  // Grown, never shrunk: no allocation per document once the largest one has been seen.
+  if (norm.size() < text.size() + 1) norm.resize(text.size() + 1);
+  char* const s = norm.data();
   if (options.kind == ShingleKind::kChar) {
-    if (norm.size() <= n) {
-      out->push_back(Hash64(norm));
+    const size_t len = Normalize<false>(text, s, nullptr, nullptr);
+    if (len == 0) return;
+    if (len <= n) {
+      out->push_back(ShingleHash(s, len));
     } else {
-      out->reserve(norm.size() - n + 1);
-      for (size_t i = 0; i + n <= norm.size(); ++i) out->push_back(Hash64(norm.data() + i, n));
+      out->resize(len - n + 1);
+      uint64_t* h = out->data();
+      for (size_t i = 0; i + n <= len; ++i) h[i] = ShingleHash(s + i, n);
     }
-  } else {
-    // Word starts in the normalized text (words are separated by exactly one space).
-    thread_local std::vector<uint32_t> starts;
-    starts.clear();
-    starts.push_back(0);
-    for (size_t i = 0; i < norm.size(); ++i) {
-      if (norm[i] == ' ') starts.push_back(static_cast<uint32_t>(i + 1));
-    }
-    const size_t words = starts.size();
-    if (words <= n) {
-      out->push_back(Hash64(norm));
-    } else {
-      out->reserve(words - n + 1);
-      for (size_t i = 0; i + n <= words; ++i) {
-        size_t begin = starts[i];
-        size_t end = (i + n < words) ? starts[i + n] - 1 : norm.size();
-        out->push_back(Hash64(norm.data() + begin, end - begin));
-      }
-    }
+    return;
   }
+  // Word starts in the normalized text (words are separated by exactly one space).
+  thread_local std::vector<uint32_t> starts;
+  if (starts.size() < text.size() / 2 + 2) starts.resize(text.size() / 2 + 2);
+  size_t words = 0;
+  const size_t len = Normalize<true>(text, s, starts.data(), &words);
+  if (len == 0) return;
+  if (words <= n) {
+    out->push_back(ShingleHash(s, len));
+    return;
+  }
+  // The end of shingle i is the start of word i + n minus its space; the last ends the text.
+  starts[words] = static_cast<uint32_t>(len + 1);
+  out->resize(words - n + 1);
+  uint64_t* h = out->data();
+  const uint32_t* st = starts.data();
+  for (size_t i = 0; i + n <= words; ++i) h[i] = ShingleHash(s + st[i], st[i + n] - 1 - st[i]);
 }
 
 void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,

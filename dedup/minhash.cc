@@ -106,10 +106,52 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
   for (size_t i = 0; i + n <= words; ++i) h[i] = ShingleHash(s + st[i], st[i + n] - 1 - st[i]);
 }
 
+namespace {
+
+// Sorts `v` ascending: LSD radix sort, six passes of 11 bits (the counts of all six digits from
+// one pass over the input), for the sets large enough to repay it; std::sort below that. The
+// hashes are uniform, so no digit is ever skipped; the result is the same order either way.
+void SortHashes(std::vector<uint64_t>* v) {
+  constexpr size_t kRadixMin = 256;
+  const size_t n = v->size();
+  if (n < kRadixMin) {
+    std::sort(v->begin(), v->end());
+    return;
+  }
+  constexpr int kBits = 11, kPasses = 6;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  thread_local std::vector<uint64_t> tmp;
+  thread_local std::vector<uint32_t> counts;
+  if (tmp.size() < n) tmp.resize(n);
+  counts.assign(kBuckets * kPasses, 0);
+  uint64_t* a = v->data();
+  uint64_t* b = tmp.data();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t x = a[i];
+    for (int p = 0; p < kPasses; ++p) ++counts[p * kBuckets + ((x >> (p * kBits)) & (kBuckets - 1))];
+  }
+  for (int p = 0; p < kPasses; ++p) {
+    uint32_t* c = counts.data() + p * kBuckets;
+    uint32_t sum = 0;
+    for (size_t k = 0; k < kBuckets; ++k) {
+      const uint32_t x = c[k];
+      c[k] = sum;
+      sum += x;
+    }
+    const int shift = p * kBits;
+    for (size_t i = 0; i < n; ++i) b[c[(a[i] >> shift) & (kBuckets - 1)]++] = a[i];
+    std::swap(a, b);
+  }
+  // An even number of passes: the sorted data is back in `v`.
+  static_assert(kPasses % 2 == 0);
+}
+
+}  // namespace
+
 void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
                    std::string* scratch) {
   ShingleHashesUnordered(text, options, out, scratch);
-  std::sort(out->begin(), out->end());
+  SortHashes(out);
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }
 

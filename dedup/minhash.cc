@@ -38,21 +38,25 @@ template <bool kStarts>
 size_t Normalize(std::string_view text, char* out, uint32_t* starts, size_t* words) {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
+  // The loop-carried chains are one operation each (o, w, any, in_word): the position of this
+  // byte's output is computed off the chain from o, and o advances by one add.
   size_t o = 0, w = 0;
-  size_t in_word = 0;
+  size_t in_word = 0, any = 0;  // any: some word byte already written
   for (size_t i = 0; i < n; ++i) {
     const unsigned char t = kBytes.to[p[i]];
     const size_t is_word = t != 0;
     const size_t start = is_word & (in_word ^ 1);
+    const size_t space = start & any;
     out[o] = ' ';
-    o += start & static_cast<size_t>(o != 0);
+    const size_t at = o + space;
     if constexpr (kStarts) {
-      starts[w] = static_cast<uint32_t>(o);
+      starts[w] = static_cast<uint32_t>(at);
       w += start;
     }
-    out[o] = static_cast<char>(t);
-    o += is_word;
+    out[at] = static_cast<char>(t);
+    o += space + is_word;
     in_word = is_word;
+    any |= is_word;
   }
   if constexpr (kStarts) *words = w;
   return o;

@@ -285,6 +285,49 @@ absl::StatusOr<Stats> WholeDedupPerCore(const Options& options, const std::strin
   });
 }
 
+// The stages of grist's dedup of `path` run one by one (RunDedupStage, one thread), each one's CPU
+// time per repetition: MB of text per CPU-second of each stage, and of the four stages before
+// filter (the work datasketch's whole figure does: signatures, candidates, verification,
+// clusters; filter writes the output, which datasketch does not).
+struct StageCpu {
+  std::vector<std::pair<std::string, Stats>> stages;
+  Stats before_filter;
+};
+absl::StatusOr<StageCpu> StagesPerCore(const Options& options, const std::string& path,
+                                       uint64_t bytes, const std::string& tmp) {
+  Env* env = Env::Default();
+  RunOptions run;
+  run.threads = 1;
+  run.progress = false;
+  dedup::DedupOptions o;
+  o.work_dir = tmp + "/stage_work";
+  const dedup::DedupStage order[] = {dedup::DedupStage::kSignatures, dedup::DedupStage::kBuckets,
+                                     dedup::DedupStage::kClusters, dedup::DedupStage::kMerge,
+                                     dedup::DedupStage::kFilter, dedup::DedupStage::kReport};
+  std::vector<std::vector<double>> rates(std::size(order));
+  std::vector<double> before_filter;
+  const int total = options.warmup + options.repetitions;
+  for (int rep = 0; rep < total; ++rep) {
+    RETURN_IF_ERROR(env->RemoveAll(o.work_dir));
+    RETURN_IF_ERROR(env->RemoveAll(tmp + "/stage_out"));
+    double first_four = 0;
+    for (size_t k = 0; k < std::size(order); ++k) {
+      const double t0 = ProcessCpuSeconds();
+      RETURN_IF_ERROR(dedup::RunDedupStage(env, order[k], {path}, tmp + "/stage_out", o, run).status());
+      const double cpu = std::max(ProcessCpuSeconds() - t0, 1e-6);
+      if (k < 4) first_four += cpu;
+      if (rep >= options.warmup) rates[k].push_back(static_cast<double>(bytes) / 1e6 / cpu);
+    }
+    if (rep >= options.warmup) before_filter.push_back(static_cast<double>(bytes) / 1e6 / first_four);
+  }
+  StageCpu out;
+  for (size_t k = 0; k < std::size(order); ++k) {
+    out.stages.emplace_back(dedup::DedupStageName(order[k]), Stats::Of(rates[k]));
+  }
+  out.before_filter = Stats::Of(before_filter);
+  return out;
+}
+
 // datasketch, rensa and datatrove beside grist (see the file comment). grist runs on the whole
 // sample (`--sample-mb` of Wikinews with near copies), and again on the prefix the peers run on
 // (`--peer-mb`; datatrove, the slowest, on `--datatrove-mb` of it): per-core rates of different
@@ -332,6 +375,12 @@ absl::Status PeerFigures(Report* report, const DedupBenchFlags& f, const std::ve
                                     what, st.stage, st.seconds,
                                     st.seconds > 0 ? static_cast<double>(bytes) / st.seconds / 1e6 : 0.0));
   }
+  ASSIGN_OR_RETURN(StageCpu per_stage, StagesPerCore(f.options, sample_path, bytes, tmp));
+  for (const auto& [name, st] : per_stage.stages) {
+    report->AddNote(absl::StrFormat(
+        "stage %s alone (RunDedupStage, 1 thread), %s: %.1f MB/s per CPU-second [%.1f, %.1f]",
+        name, what, st.median, st.min, st.max));
+  }
   const int reps = std::max(1, f.options.repetitions);
   auto peer = RunPythonPeer("bench_dedup_peers.py", "datasketch,rensa,datatrove,orjson",
                             {path, "--grist-pairs", tmp + "/grist_pairs.txt", "--repetitions",
@@ -377,6 +426,11 @@ absl::Status PeerFigures(Report* report, const DedupBenchFlags& f, const std::ve
       "whole_mb_per_s", "");
   add("datatrove", whole_name, whole, "MinHash stages 1-4 (LocalPipelineExecutor, 1 worker), per core",
       "whole_mb_per_s", "");
+  add("datasketch",
+      absl::StrCat("dedup before the output per core (signatures, buckets, clusters, merge), ", what),
+      per_stage.before_filter,
+      "update_batch + MinHashLSH insert/query (writes no output), per core", "whole_mb_per_s",
+      "extra: the work datasketch's figure covers");
   add("datasketch", absl::StrCat("whole dedup per core, the peers' ", what_prefix), whole_prefix,
       "update_batch + MinHashLSH insert/query, per core", "whole_mb_per_s", ">= 20 x datasketch");
   if (peer.ok()) {

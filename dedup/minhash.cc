@@ -110,52 +110,52 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
   for (size_t i = 0; i + n <= words; ++i) h[i] = ShingleHash(s + st[i], st[i + n] - 1 - st[i]);
 }
 
-namespace {
+namespace internal {
 
-// Sorts `v` ascending: LSD radix sort, six passes of 11 bits (the counts of all six digits from
-// one pass over the input), for the sets large enough to repay it; std::sort below that. The
-// hashes are uniform, so no digit is ever skipped; the result is the same order either way.
 void SortHashes(std::vector<uint64_t>* v) {
-  constexpr size_t kRadixMin = 256;
   const size_t n = v->size();
-  if (n < kRadixMin) {
+  if (n < 64) {
     std::sort(v->begin(), v->end());
     return;
   }
-  constexpr int kBits = 11, kPasses = 6;
-  constexpr size_t kBuckets = size_t{1} << kBits;
+  // 2^bits buckets, bits = floor(log2 n) (at most 2^20): about one hash per bucket.
+  const int bits = std::min(20, 63 - __builtin_clzll(static_cast<unsigned long long>(n)));
+  const int shift = 64 - bits;
+  const size_t buckets = size_t{1} << bits;
   thread_local std::vector<uint64_t> tmp;
-  thread_local std::vector<uint32_t> counts;
+  thread_local std::vector<uint32_t> start;
   if (tmp.size() < n) tmp.resize(n);
-  counts.assign(kBuckets * kPasses, 0);
+  start.assign(buckets + 1, 0);
   uint64_t* a = v->data();
-  uint64_t* b = tmp.data();
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t x = a[i];
-    for (int p = 0; p < kPasses; ++p) ++counts[p * kBuckets + ((x >> (p * kBits)) & (kBuckets - 1))];
-  }
-  for (int p = 0; p < kPasses; ++p) {
-    uint32_t* c = counts.data() + p * kBuckets;
-    uint32_t sum = 0;
-    for (size_t k = 0; k < kBuckets; ++k) {
-      const uint32_t x = c[k];
-      c[k] = sum;
-      sum += x;
+  uint64_t* t = tmp.data();
+  for (size_t i = 0; i < n; ++i) ++start[(a[i] >> shift) + 1];
+  for (size_t k = 0; k < buckets; ++k) start[k + 1] += start[k];
+  // start[k] is where bucket k begins; scattering advances it to where bucket k ends.
+  for (size_t i = 0; i < n; ++i) t[start[a[i] >> shift]++] = a[i];
+  size_t begin = 0;
+  for (size_t k = 0; k < buckets; ++k) {
+    const size_t end = start[k];
+    if (end - begin > 32) {
+      std::sort(t + begin, t + end);
+    } else {
+      for (size_t i = begin + 1; i < end; ++i) {
+        const uint64_t x = t[i];
+        size_t j = i;
+        for (; j > begin && t[j - 1] > x; --j) t[j] = t[j - 1];
+        t[j] = x;
+      }
     }
-    const int shift = p * kBits;
-    for (size_t i = 0; i < n; ++i) b[c[(a[i] >> shift) & (kBuckets - 1)]++] = a[i];
-    std::swap(a, b);
+    begin = end;
   }
-  // An even number of passes: the sorted data is back in `v`.
-  static_assert(kPasses % 2 == 0);
+  std::copy(t, t + n, a);
 }
 
-}  // namespace
+}  // namespace internal
 
 void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
                    std::string* scratch) {
   ShingleHashesUnordered(text, options, out, scratch);
-  SortHashes(out);
+  internal::SortHashes(out);
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }
 

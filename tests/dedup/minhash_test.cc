@@ -8,6 +8,7 @@
 
 #include "common/hash.h"
 #include "common/rng.h"
+#include "dedup/internal/minhash_kernel.h"
 #include "hwy/targets.h"
 
 namespace grist::dedup {
@@ -224,6 +225,31 @@ TEST(Shingles, MatchTheSpecificationWithScratchReusedAcrossSizes) {
       EXPECT_EQ(got, Sorted(want)) << words << " words";
       ShingleHashes(text, o, &got);  // no scratch
       EXPECT_EQ(got, Sorted(want)) << words << " words";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grist::dedup
+
+namespace grist::dedup {
+namespace {
+
+TEST(SortHashes, SameOrderAsStdSortForUniformCraftedAndRepeatedHashes) {
+  Rng rng(11);
+  for (size_t n : {0u, 1u, 63u, 64u, 65u, 300u, 4096u, 5000u, 70000u}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<uint64_t> v(n);
+      for (auto& x : v) {
+        x = rng.Next();
+        if (kind == 1) x &= 0xffffu;                    // all in the first bucket (crafted)
+        if (kind == 2) x = (x & 0xff) << 50;            // few distinct values, many repeats
+        if (kind == 3) x |= 0xfff0000000000000ull;      // all in the last buckets
+      }
+      std::vector<uint64_t> want = v;
+      std::sort(want.begin(), want.end());
+      internal::SortHashes(&v);
+      EXPECT_EQ(v, want) << "n " << n << " kind " << kind;
     }
   }
 }

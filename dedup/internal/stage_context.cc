@@ -80,16 +80,18 @@ Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scrat
   const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
   // Runs of whitespace become one space, none at either end. Every byte is stored; the position
   // advances over a pending space (whitespace seen after some output) and over non-space bytes,
-  // so the output never gets ahead of the input.
-  size_t o = 0, pending = 0;
+  // so the output never gets ahead of the input. The loop-carried chains are one operation each
+  // (o advances by one add; `any` says some byte was kept; `pending` follows from it).
+  size_t o = 0, pending = 0, any = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char t = table[p[i]];
     const size_t keep = t != 0;
+    const size_t space = pending & keep;
     out[o] = ' ';
-    o += pending & keep;
-    out[o] = static_cast<char>(t);
-    o += keep;
-    pending = (keep ^ 1) & static_cast<size_t>(o != 0);
+    out[o + space] = static_cast<char>(t);
+    o += space + keep;
+    pending = (keep ^ 1) & any;  // whitespace after something kept
+    any |= keep;
   }
   return Hash128Of(std::string_view(out, o));
 }

@@ -266,13 +266,19 @@ absl::StatusOr<uint64_t> WriteDocs(Env* env, const std::vector<std::string>& doc
 
 // grist's whole dedup of `path` (exact + near, verified, output written), one thread, in MB of
 // text per CPU-second of the process; `stages` gets the last run's per-stage report.
+// The run options of the per-core figures: one thread, no progress display.
+RunOptions OneThread() {
+  RunOptions run;
+  run.threads = 1;
+  run.progress = false;
+  return run;
+}
+
 absl::StatusOr<Stats> WholeDedupPerCore(const Options& options, const std::string& path,
                                         uint64_t bytes, const std::string& tmp,
                                         std::vector<dedup::StageTiming>* stages) {
   Env* env = Env::Default();
-  RunOptions run;
-  run.threads = 1;
-  run.progress = false;
+  const RunOptions run = OneThread();
   dedup::DedupOptions o;
   o.work_dir = tmp + "/peer_work";
   return Repeat(options, [&]() -> absl::StatusOr<double> {
@@ -296,9 +302,7 @@ struct StageCpu {
 absl::StatusOr<StageCpu> StagesPerCore(const Options& options, const std::string& path,
                                        uint64_t bytes, const std::string& tmp) {
   Env* env = Env::Default();
-  RunOptions run;
-  run.threads = 1;
-  run.progress = false;
+  const RunOptions run = OneThread();
   dedup::DedupOptions o;
   o.work_dir = tmp + "/stage_work";
   const dedup::DedupStage order[] = {dedup::DedupStage::kSignatures, dedup::DedupStage::kBuckets,

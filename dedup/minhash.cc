@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -92,11 +93,28 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
     }
     return;
   }
-  // Word starts in the normalized text (words are separated by exactly one space).
-  thread_local std::vector<uint32_t> starts;
-  if (starts.size() < text.size() / 2 + 2) starts.resize(text.size() / 2 + 2);
+  // Word starts in the normalized text (words are separated by exactly one space). Room for the
+  // most words a text can have, not zero-filled: only the pages of the starts written are touched
+  // (4 bytes a word, as a vector of the starts would take), and a buffer grown past 16 MB for a
+  // huge document is given back afterwards rather than kept by the thread.
+  thread_local std::unique_ptr<uint32_t[]> starts_buf;
+  thread_local size_t starts_cap = 0;
+  const size_t need = text.size() / 2 + 2;
+  if (starts_cap < need) {
+    starts_buf.reset(new uint32_t[need]);
+    starts_cap = need;
+  }
+  struct Release {
+    ~Release() {
+      if (starts_cap > (size_t{4} << 20)) {
+        starts_buf.reset();
+        starts_cap = 0;
+      }
+    }
+  } release;
+  uint32_t* const starts = starts_buf.get();
   size_t words = 0;
-  const size_t len = Normalize<true>(text, s, starts.data(), &words);
+  const size_t len = Normalize<true>(text, s, starts, &words);
   if (len == 0) return;
   if (words <= n) {
     out->push_back(ShingleHash(s, len));
@@ -106,7 +124,7 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
   starts[words] = static_cast<uint32_t>(len + 1);
   out->resize(words - n + 1);
   uint64_t* h = out->data();
-  const uint32_t* st = starts.data();
+  const uint32_t* st = starts;
   for (size_t i = 0; i + n <= words; ++i) h[i] = ShingleHash(s + st[i], st[i + n] - 1 - st[i]);
 }
 
@@ -114,12 +132,14 @@ namespace internal {
 
 void SortHashes(std::vector<uint64_t>* v) {
   const size_t n = v->size();
-  if (n < 64) {
+  // Small sets: std::sort. Sets of more than 2^20 hashes (a document of several MB): std::sort
+  // too, in place, rather than a second buffer of the set's size kept by the thread.
+  if (n < 64 || n > (size_t{1} << 20)) {
     std::sort(v->begin(), v->end());
     return;
   }
-  // 2^bits buckets, bits = floor(log2 n) (at most 2^20): about one hash per bucket.
-  const int bits = std::min(20, 63 - __builtin_clzll(static_cast<unsigned long long>(n)));
+  // 2^bits buckets, bits = floor(log2 n): about one hash per bucket.
+  const int bits = 63 - __builtin_clzll(static_cast<unsigned long long>(n));
   const int shift = 64 - bits;
   const size_t buckets = size_t{1} << bits;
   thread_local std::vector<uint64_t> tmp;

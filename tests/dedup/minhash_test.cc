@@ -237,7 +237,7 @@ namespace {
 
 TEST(SortHashes, SameOrderAsStdSortForUniformCraftedAndRepeatedHashes) {
   Rng rng(11);
-  for (size_t n : {0u, 1u, 63u, 64u, 65u, 300u, 4096u, 5000u, 70000u}) {
+  for (size_t n : {0u, 1u, 63u, 64u, 65u, 300u, 4096u, 5000u, 70000u, 1100000u}) {
     for (int kind = 0; kind < 4; ++kind) {
       std::vector<uint64_t> v(n);
       for (auto& x : v) {

@@ -11,17 +11,11 @@ using internal::Ctx;
 using internal::FillReportParams;
 using internal::MakeCtx;
 
-absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
-                                          const std::vector<std::string>& inputs,
-                                          const std::string& output_dir,
-                                          const DedupOptions& options, const RunOptions& run) {
-  if (!StageIsParallel(stage) && run.tasks != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("dedup stage '", DedupStageName(stage),
-                                                   "' runs as one task (--tasks 1), got --tasks ",
-                                                   run.tasks));
-  }
-  ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
-  RETURN_IF_ERROR(env->CreateDirs(c.work));
+namespace {
+
+// Runs `stage` on a context made for it (or for the whole chain, which is the same context).
+absl::StatusOr<DedupReport> RunStageOn(Ctx& c, DedupStage stage) {
+  RETURN_IF_ERROR(c.env->CreateDirs(c.work));
   switch (stage) {
     case DedupStage::kSignatures:
       RETURN_IF_ERROR(internal::RunSignatures(c));
@@ -46,6 +40,21 @@ absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
   return rep;
 }
 
+}  // namespace
+
+absl::StatusOr<DedupReport> RunDedupStage(Env* env, DedupStage stage,
+                                          const std::vector<std::string>& inputs,
+                                          const std::string& output_dir,
+                                          const DedupOptions& options, const RunOptions& run) {
+  if (!StageIsParallel(stage) && run.tasks != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("dedup stage '", DedupStageName(stage),
+                                                   "' runs as one task (--tasks 1), got --tasks ",
+                                                   run.tasks));
+  }
+  ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
+  return RunStageOn(c, stage);
+}
+
 absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& inputs,
                                      const std::string& output_dir, const DedupOptions& options,
                                      const RunOptions& run) {
@@ -57,10 +66,13 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   const std::string work =
       options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
   RETURN_IF_ERROR(ClearWork(env, work));
+  // One context for the whole chain: the inputs are listed, split and (plain JSONL) scanned for
+  // line numbers once, not once per stage, and one thread pool serves every stage.
+  ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
   DedupReport rep;
   for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
                         DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
-    ASSIGN_OR_RETURN(rep, RunDedupStage(env, st, inputs, output_dir, options, run));
+    ASSIGN_OR_RETURN(rep, RunStageOn(c, st));
   }
   if (!options.keep_work) RETURN_IF_ERROR(ClearWork(env, work));
   return rep;

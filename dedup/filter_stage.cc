@@ -176,10 +176,12 @@ absl::Status RunFilter(Ctx& c) {
       c.pool.get(), mine.size(), window,
       [&](size_t i) -> absl::StatusOr<std::vector<Out>> {
         std::vector<Out> outs;
-        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
+        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, Document& read) -> absl::Status {
           Out o;
           o.key = key;
-          o.doc = doc;
+          o.doc = std::move(read);
+          read = Document();  // the reader fills the next record into a valid Document
+          const Document& doc = o.doc;
           if (!doc.error.empty()) {
             o.where = 2;
             o.extra = "\"dedup\":{\"reason\":\"rejected\",\"error\":";

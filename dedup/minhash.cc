@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "common/hash.h"
 #include "common/rng.h"
@@ -11,81 +15,167 @@
 namespace grist::dedup {
 namespace {
 
-// 0 = separator, 1 = word byte; lowercase mapping applied separately.
+// The byte a text byte becomes in the normalized text: ASCII letters lowercased, other word bytes
+// (digits, bytes >= 0x80) unchanged, 0 for a separator (no word byte maps to 0).
 struct ByteTable {
-  bool word[256];
-  char lower[256];
-  constexpr ByteTable() : word(), lower() {
+  unsigned char to[256];
+  constexpr ByteTable() : to() {
     for (int c = 0; c < 256; ++c) {
-      bool is_word = c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                     (c >= 'A' && c <= 'Z');
-      word[c] = is_word;
-      lower[c] = static_cast<char>((c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
+      const bool is_word = c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                           (c >= 'A' && c <= 'Z');
+      to[c] = static_cast<unsigned char>(!is_word ? 0 : (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
     }
   }
 };
 constexpr ByteTable kBytes;
 
+// Writes the normalized text of `text` to `out` (room for text.size() + 1 bytes) and returns its
+// length; with kStarts also the offset of each word in `starts` (room for text.size() / 2 + 1)
+// and their count in `*words`. Branch-free per byte: every byte is stored, and the output position
+// advances only over what is kept (a space before every word but the first, the word bytes), so
+// the word lengths of real text cost no mispredicted branches. The output never gets ahead of the
+// input: a space is written only in place of the separator bytes before it.
+template <bool kStarts>
+size_t Normalize(std::string_view text, char* out, uint32_t* starts, size_t* words) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  // The loop-carried chains are one operation each (o, w, any, in_word): the position of this
+  // byte's output is computed off the chain from o, and o advances by one add.
+  size_t o = 0, w = 0;
+  size_t in_word = 0, any = 0;  // any: some word byte already written
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char t = kBytes.to[p[i]];
+    const size_t is_word = t != 0;
+    const size_t start = is_word & (in_word ^ 1);
+    const size_t space = start & any;
+    out[o] = ' ';
+    const size_t at = o + space;
+    if constexpr (kStarts) {
+      starts[w] = static_cast<uint32_t>(at);
+      w += start;
+    }
+    out[at] = static_cast<char>(t);
+    o += space + is_word;
+    in_word = is_word;
+    any |= is_word;
+  }
+  if constexpr (kStarts) *words = w;
+  return o;
+}
+
+inline uint64_t ShingleHash(const char* data, size_t n) { return XXH3_64bits(data, n); }
+
 }  // namespace
 
 void NormalizeForShingles(std::string_view text, std::string* out) {
   out->resize(text.size() + 1);
-  char* o = out->data();
-  char* const begin = o;
-  bool in_word = false;
-  for (unsigned char c : text) {
-    if (kBytes.word[c]) {
-      if (!in_word && o != begin) *o++ = ' ';
-      *o++ = kBytes.lower[c];
-      in_word = true;
-    } else {
-      in_word = false;
-    }
-  }
-  out->resize(static_cast<size_t>(o - begin));
+  out->resize(Normalize<false>(text, out->data(), nullptr, nullptr));
 }
 
 void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options,
                             std::vector<uint64_t>* out, std::string* scratch) {
   std::string local;
   std::string& norm = scratch ? *scratch : local;
-  NormalizeForShingles(text, &norm);
   out->clear();
-  if (norm.empty()) return;
   const size_t n = static_cast<size_t>(std::max(1, options.n));
+  // Grown, never shrunk: no allocation per document once the largest one has been seen.
+  if (norm.size() < text.size() + 1) norm.resize(text.size() + 1);
+  char* const s = norm.data();
   if (options.kind == ShingleKind::kChar) {
-    if (norm.size() <= n) {
-      out->push_back(Hash64(norm));
+    const size_t len = Normalize<false>(text, s, nullptr, nullptr);
+    if (len == 0) return;
+    if (len <= n) {
+      out->push_back(ShingleHash(s, len));
     } else {
-      out->reserve(norm.size() - n + 1);
-      for (size_t i = 0; i + n <= norm.size(); ++i) out->push_back(Hash64(norm.data() + i, n));
+      out->resize(len - n + 1);
+      uint64_t* h = out->data();
+      for (size_t i = 0; i + n <= len; ++i) h[i] = ShingleHash(s + i, n);
     }
-  } else {
-    // Word starts in the normalized text (words are separated by exactly one space).
-    thread_local std::vector<uint32_t> starts;
-    starts.clear();
-    starts.push_back(0);
-    for (size_t i = 0; i < norm.size(); ++i) {
-      if (norm[i] == ' ') starts.push_back(static_cast<uint32_t>(i + 1));
-    }
-    const size_t words = starts.size();
-    if (words <= n) {
-      out->push_back(Hash64(norm));
-    } else {
-      out->reserve(words - n + 1);
-      for (size_t i = 0; i + n <= words; ++i) {
-        size_t begin = starts[i];
-        size_t end = (i + n < words) ? starts[i + n] - 1 : norm.size();
-        out->push_back(Hash64(norm.data() + begin, end - begin));
+    return;
+  }
+  // Word starts in the normalized text (words are separated by exactly one space). Room for the
+  // most words a text can have, not zero-filled: only the pages of the starts written are touched
+  // (4 bytes a word, as a vector of the starts would take), and a buffer grown past 16 MB for a
+  // huge document is given back afterwards rather than kept by the thread.
+  thread_local std::unique_ptr<uint32_t[]> starts_buf;
+  thread_local size_t starts_cap = 0;
+  const size_t need = text.size() / 2 + 2;
+  if (starts_cap < need) {
+    starts_buf.reset(new uint32_t[need]);
+    starts_cap = need;
+  }
+  struct Release {
+    ~Release() {
+      if (starts_cap > (size_t{4} << 20)) {
+        starts_buf.reset();
+        starts_cap = 0;
       }
     }
+  } release;
+  uint32_t* const starts = starts_buf.get();
+  size_t words = 0;
+  const size_t len = Normalize<true>(text, s, starts, &words);
+  if (len == 0) return;
+  if (words <= n) {
+    out->push_back(ShingleHash(s, len));
+    return;
   }
+  // The end of shingle i is the start of word i + n minus its space; the last ends the text.
+  starts[words] = static_cast<uint32_t>(len + 1);
+  out->resize(words - n + 1);
+  uint64_t* h = out->data();
+  const uint32_t* st = starts;
+  for (size_t i = 0; i + n <= words; ++i) h[i] = ShingleHash(s + st[i], st[i + n] - 1 - st[i]);
 }
+
+namespace internal {
+
+void SortHashes(std::vector<uint64_t>* v) {
+  const size_t n = v->size();
+  // Small sets: std::sort. Sets of more than 2^20 hashes (a document of several MB): std::sort
+  // too, in place, rather than a second buffer of the set's size kept by the thread.
+  if (n < 64 || n > (size_t{1} << 20)) {
+    std::sort(v->begin(), v->end());
+    return;
+  }
+  // 2^bits buckets, bits = floor(log2 n): about one hash per bucket.
+  const int bits = 63 - __builtin_clzll(static_cast<unsigned long long>(n));
+  const int shift = 64 - bits;
+  const size_t buckets = size_t{1} << bits;
+  thread_local std::vector<uint64_t> tmp;
+  thread_local std::vector<uint32_t> start;
+  if (tmp.size() < n) tmp.resize(n);
+  start.assign(buckets + 1, 0);
+  uint64_t* a = v->data();
+  uint64_t* t = tmp.data();
+  for (size_t i = 0; i < n; ++i) ++start[(a[i] >> shift) + 1];
+  for (size_t k = 0; k < buckets; ++k) start[k + 1] += start[k];
+  // start[k] is where bucket k begins; scattering advances it to where bucket k ends.
+  for (size_t i = 0; i < n; ++i) t[start[a[i] >> shift]++] = a[i];
+  size_t begin = 0;
+  for (size_t k = 0; k < buckets; ++k) {
+    const size_t end = start[k];
+    if (end - begin > 32) {
+      std::sort(t + begin, t + end);
+    } else {
+      for (size_t i = begin + 1; i < end; ++i) {
+        const uint64_t x = t[i];
+        size_t j = i;
+        for (; j > begin && t[j - 1] > x; --j) t[j] = t[j - 1];
+        t[j] = x;
+      }
+    }
+    begin = end;
+  }
+  std::copy(t, t + n, a);
+}
+
+}  // namespace internal
 
 void ShingleHashes(std::string_view text, const ShingleOptions& options, std::vector<uint64_t>* out,
                    std::string* scratch) {
   ShingleHashesUnordered(text, options, out, scratch);
-  std::sort(out->begin(), out->end());
+  internal::SortHashes(out);
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }
 

@@ -77,7 +77,7 @@ absl::Status RunSignatures(Ctx& c) {
       [&](size_t i) -> absl::StatusOr<SplitOut> {
         SplitOut out;
         std::vector<uint64_t> shingles;
-        std::string scratch;
+        std::string scratch, exact_scratch;
         std::vector<uint64_t> sig(c.opt.num_perm);
         std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
@@ -91,7 +91,7 @@ absl::Status RunSignatures(Ctx& c) {
             r.flags = format::kFlagBadRecord;
             std::fill(sig.begin(), sig.end(), ~uint64_t{0});
           } else {
-            Hash128 h = Hash128Of(NormalizeForExact(doc.text, c.opt.exact_normalize));
+            Hash128 h = ExactHash(doc.text, c.opt.exact_normalize, &exact_scratch);
             r.exact_hi = h.high;
             r.exact_lo = h.low;
             if (c.opt.near) {

@@ -8,17 +8,24 @@
               MinhashDedupCluster, MinhashDedupFilter) on a LocalPipelineExecutor, 1 task 1 worker,
               with the same n-grams and bands x rows (its own shingling: spaCy words)
 
+Each peer runs on a prefix of the documents: the first --max-mb-<peer> MB of text (0: all of them),
+since datasketch and datatrove are too slow for the sample grist is timed on. The prefix each peer
+ran on is in the output (<peer>_docs, <peer>_bytes).
+
 Shingles for datasketch and rensa are grist's (dedup/minhash.h): ASCII letters lower-cased, ASCII
 punctuation, whitespace and control bytes separate words, bytes >= 0x80 and digits are word bytes,
 word 5-grams joined by one space (fewer than 5 words: one shingle of them all). The truth is the
-exact Jaccard of those shingle sets: every pair at or above --threshold. Each tool's reported pairs
-(LSH candidate pairs; for datatrove every pair inside one of its clusters; for grist, the pairs in
---grist-pairs, one "i j" per line) are scored against it as precision and recall.
+exact Jaccard of those shingle sets: every pair at or above --threshold among the peer's documents.
+Each tool's reported pairs (LSH candidate pairs; for datatrove every pair inside one of its clusters)
+are scored against it as precision and recall, and grist's pairs (--grist-pairs, one "i j" per line,
+document indices of the whole file) restricted to the same prefix are scored against the same truth
+(<peer>_grist_precision, ...): the pairs of a prefix are exactly the pairs grist finds on it, as
+banding and verification are decided pair by pair.
 
 Rates are MB of document text per second of this process's CPU time (per core), one sample per
 measured repetition. Prints one JSON object.
 
-    python bench/python/bench_dedup_peers.py DOCS.jsonl [--grist-pairs FILE] [--repetitions 2]
+    python bench/python/bench_dedup_peers.py DOCS.jsonl [--grist-pairs FILE] [--repetitions 3]
 """
 
 import argparse
@@ -28,6 +35,7 @@ import os
 import re
 import resource
 import shutil
+import struct
 import sys
 import tempfile
 from collections import defaultdict
@@ -82,67 +90,65 @@ def score(reported, truth):
             "recall": tp / len(truth) if truth else 1.0}
 
 
-def run_datasketch(texts, sets, a, nbytes):
-    from datasketch import MinHash, MinHashLSH
-    import datasketch
+def rate(nbytes, seconds):
+    return nbytes / 1e6 / max(seconds, 1e-9)
+
+
+def run_lsh_peer(new_minhash, update, new_lsh, texts, sets, a, nbytes):
+    """The loop datasketch and rensa share: per document a MinHash of its shingles (timed as
+    signatures), then an LSH index: insert every document with shingles, query every one (timed
+    with the signatures as the whole dedup). Returns the rates and the last run's pairs."""
     sig, whole = [], []
     pairs = set()
     for rep in range(a.warmup + a.repetitions):
         t0 = cpu()
         mhs = []
         for t in texts:
-            m = MinHash(num_perm=a.num_perm)
-            m.update_batch(list(shingles(t, a.ngram)))
+            m = new_minhash()
+            update(m, shingles(t, a.ngram))
             mhs.append(m)
         t1 = cpu()
-        lsh = MinHashLSH(num_perm=a.num_perm, params=(a.bands, a.rows))
-        for i, m in enumerate(mhs):
-            if sets[i]:
-                lsh.insert(i, m)
+        lsh = new_lsh()
+        live = [i for i in range(len(mhs)) if sets[i]]
+        for i in live:
+            lsh.insert(i, mhs[i])
         pairs = set()
-        for i, m in enumerate(mhs):
-            if sets[i]:
-                for j in lsh.query(m):
-                    if j != i:
-                        pairs.add((min(i, j), max(i, j)))
+        for i in live:
+            for j in lsh.query(mhs[i]):
+                if j != i:
+                    pairs.add((min(i, j), max(i, j)))
         t2 = cpu()
         if rep >= a.warmup:
-            sig.append(nbytes / 1e6 / max(t1 - t0, 1e-9))
-            whole.append(nbytes / 1e6 / max(t2 - t0, 1e-9))
-    return {"version": datasketch.__version__, "sig_mb_per_s": sig, "whole_mb_per_s": whole}, pairs
+            sig.append(rate(nbytes, t1 - t0))
+            whole.append(rate(nbytes, t2 - t0))
+    return {"sig_mb_per_s": sig, "whole_mb_per_s": whole}, pairs
+
+
+def run_datasketch(texts, sets, a, nbytes):
+    import datasketch
+    from datasketch import MinHash, MinHashLSH
+
+    r, pairs = run_lsh_peer(lambda: MinHash(num_perm=a.num_perm),
+                            lambda m, sh: m.update_batch(list(sh)),
+                            lambda: MinHashLSH(num_perm=a.num_perm, params=(a.bands, a.rows)),
+                            texts, sets, a, nbytes)
+    r["version"] = datasketch.__version__
+    return r, pairs
 
 
 def run_rensa(texts, sets, a, nbytes):
-    from rensa import RMinHash, RMinHashLSH
     from importlib.metadata import version
-    sig, whole = [], []
-    pairs = set()
-    for rep in range(a.warmup + a.repetitions):
-        t0 = cpu()
-        mhs = []
-        for t in texts:
-            m = RMinHash(num_perm=a.num_perm, seed=42)
-            m.update([x.decode("utf-8", "surrogateescape") for x in shingles(t, a.ngram)])
-            mhs.append(m)
-        t1 = cpu()
-        lsh = RMinHashLSH(threshold=a.threshold, num_perm=a.num_perm, num_bands=a.bands)
-        for i, m in enumerate(mhs):
-            if sets[i]:
-                lsh.insert(i, m)
-        pairs = set()
-        for i, m in enumerate(mhs):
-            if sets[i]:
-                for j in lsh.query(m):
-                    if j != i:
-                        pairs.add((min(i, j), max(i, j)))
-        t2 = cpu()
-        if rep >= a.warmup:
-            sig.append(nbytes / 1e6 / max(t1 - t0, 1e-9))
-            whole.append(nbytes / 1e6 / max(t2 - t0, 1e-9))
-    return {"version": version("rensa"), "sig_mb_per_s": sig, "whole_mb_per_s": whole}, pairs
+    from rensa import RMinHash, RMinHashLSH
+    r, pairs = run_lsh_peer(
+        lambda: RMinHash(num_perm=a.num_perm, seed=42),
+        lambda m, sh: m.update([x.decode("utf-8", "surrogateescape") for x in sh]),
+        lambda: RMinHashLSH(threshold=a.threshold, num_perm=a.num_perm, num_bands=a.bands),
+        texts, sets, a, nbytes)
+    r["version"] = version("rensa")
+    return r, pairs
 
 
-def run_datatrove(path, a, nbytes):
+def run_datatrove(texts, a, nbytes):
     import logging
     from importlib.metadata import version
     from datatrove.executor import LocalPipelineExecutor
@@ -151,6 +157,7 @@ def run_datatrove(path, a, nbytes):
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
+    from datatrove.utils.hashing import HashConfig
     try:
         from loguru import logger
         logger.remove()
@@ -158,61 +165,72 @@ def run_datatrove(path, a, nbytes):
     except Exception:  # noqa: BLE001 - quieting the logs is best effort
         pass
     logging.disable(logging.WARNING)
-    from datatrove.utils.hashing import HashConfig
     # datatrove's default xxhash path hands str to xxhash, which xxhash >= 4 refuses; its sha1 path
     # encodes first (64-bit hashes either way).
     cfg = MinhashConfig(n_grams=a.ngram, num_buckets=a.bands, hashes_per_bucket=a.rows,
                         hash_config=HashConfig(precision=64, hash_fc="sha1"))
     whole = []
     pairs = set()
-    data = os.path.dirname(os.path.abspath(path))
-    name = os.path.basename(path)
-    for rep in range(a.warmup + a.repetitions):
-        work = tempfile.mkdtemp(prefix="grist_dt_minhash_")
-        try:
-            def ex(steps, tag):
-                LocalPipelineExecutor(pipeline=steps, tasks=1, workers=1,
-                                      logging_dir=os.path.join(work, "logs", tag)).run()
-            t0 = cpu()
-            ex([JsonlReader(data, glob_pattern=name),
-                MinhashDedupSignature(output_folder=os.path.join(work, "sig"), config=cfg)], "sig")
-            LocalPipelineExecutor(
-                pipeline=[MinhashDedupBuckets(input_folder=os.path.join(work, "sig"),
-                                              output_folder=os.path.join(work, "buckets"),
-                                              config=cfg)],
-                tasks=a.bands, workers=1, logging_dir=os.path.join(work, "logs", "b")).run()
-            ex([MinhashDedupCluster(input_folder=os.path.join(work, "buckets"),
-                                    output_folder=os.path.join(work, "remove"), config=cfg,
-                                    save_cluster_id=True)], "c")
-            ex([JsonlReader(data, glob_pattern=name),
-                MinhashDedupFilter(input_folder=os.path.join(work, "remove")),
-                JsonlWriter(os.path.join(work, "out"))], "f")
-            t1 = cpu()
-            if rep >= a.warmup:
-                whole.append(nbytes / 1e6 / max(t1 - t0, 1e-9))
-            # every pair inside a cluster (doc index = line index of the one input file)
-            import struct
-            clusters = defaultdict(list)
-            cpath = os.path.join(work, "remove", "000000.clusters")
-            if os.path.exists(cpath):
-                with open(cpath, "rb") as f:
-                    raw = f.read()
-                for doc, cid in struct.iter_unpack("<2I", raw):
-                    clusters[cid].append(doc)
-            pairs = set()
-            for docs in clusters.values():
-                for x, y in itertools.combinations(sorted(set(docs)), 2):
-                    pairs.add((x, y))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    data = tempfile.mkdtemp(prefix="grist_dt_input_")
+    name = "docs.jsonl"
+    with open(os.path.join(data, name), "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}) + "\n")
+    try:
+        for rep in range(a.warmup + a.repetitions):
+            work = tempfile.mkdtemp(prefix="grist_dt_minhash_")
+            try:
+                def ex(steps, tag, tasks=1):
+                    LocalPipelineExecutor(pipeline=steps, tasks=tasks, workers=1,
+                                          logging_dir=os.path.join(work, "logs", tag)).run()
+
+                def sub(x):
+                    return os.path.join(work, x)
+                t0 = cpu()
+                ex([JsonlReader(data, glob_pattern=name),
+                    MinhashDedupSignature(output_folder=sub("sig"), config=cfg)], "s")
+                ex([MinhashDedupBuckets(input_folder=sub("sig"), output_folder=sub("buckets"),
+                                        config=cfg)], "b", tasks=a.bands)
+                ex([MinhashDedupCluster(input_folder=sub("buckets"), output_folder=sub("remove"),
+                                        config=cfg, save_cluster_id=True)], "c")
+                ex([JsonlReader(data, glob_pattern=name),
+                    MinhashDedupFilter(input_folder=sub("remove")), JsonlWriter(sub("out"))], "f")
+                t1 = cpu()
+                if rep >= a.warmup:
+                    whole.append(rate(nbytes, t1 - t0))
+                # every pair inside a cluster (doc index = line index of the one input file)
+                clusters = defaultdict(list)
+                cpath = os.path.join(work, "remove", "000000.clusters")
+                if os.path.exists(cpath):
+                    with open(cpath, "rb") as f:
+                        for doc, cid in struct.iter_unpack("<2I", f.read()):
+                            clusters[cid].append(doc)
+                pairs = set()
+                for docs in clusters.values():
+                    pairs.update(itertools.combinations(sorted(set(docs)), 2))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
     return {"version": version("datatrove"), "whole_mb_per_s": whole}, pairs
+
+
+def prefix(texts, max_mb):
+    """How many of the first documents make up max_mb MB of text (all of them for 0)."""
+    if max_mb <= 0:
+        return len(texts)
+    total, n = 0, 0
+    while n < len(texts) and total < max_mb * 1e6:
+        total += len(texts[n].encode("utf-8", "surrogatepass"))
+        n += 1
+    return n
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("docs")
     ap.add_argument("--grist-pairs")
-    ap.add_argument("--repetitions", type=int, default=2)
+    ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--num-perm", type=int, default=112)
     ap.add_argument("--bands", type=int, default=14)
@@ -220,35 +238,48 @@ def main():
     ap.add_argument("--ngram", type=int, default=5)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--peers", default="datasketch,rensa,datatrove")
+    for peer in ("datasketch", "rensa", "datatrove"):
+        ap.add_argument(f"--max-mb-{peer}", type=float, default=0,
+                        help=f"run {peer} on the first MB of text only (0: every document)")
     a = ap.parse_args()
     with open(a.docs, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f if line.strip()]
-    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
-    sets = [shingles(t, a.ngram) for t in texts]
-    truth = truth_pairs(sets, a.threshold)
-    out = {"docs": len(texts), "bytes": nbytes, "truth_pairs": len(truth)}
-    for name in a.peers.split(","):
-        try:
-            if name == "datasketch":
-                r, pairs = run_datasketch(texts, sets, a, nbytes)
-            elif name == "rensa":
-                r, pairs = run_rensa(texts, sets, a, nbytes)
-            elif name == "datatrove":
-                r, pairs = run_datatrove(a.docs, a, nbytes)
-            else:
-                continue
-            r.update(score(pairs, truth))
-            out[name] = r
-        except Exception as e:  # noqa: BLE001 - a failing peer is reported, the others go on
-            out[name] = {"error": f"{type(e).__name__}: {e}"}
+    sizes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+    all_sets = [shingles(t, a.ngram) for t in texts]
+    grist = set()
     if a.grist_pairs:
-        pairs = set()
         with open(a.grist_pairs) as f:
             for line in f:
                 if line.strip():
                     x, y = map(int, line.split())
-                    pairs.add((min(x, y), max(x, y)))
-        out["grist"] = score(pairs, truth)
+                    grist.add((min(x, y), max(x, y)))
+    out = {"docs": len(texts), "bytes": sum(sizes)}
+    truths = {}  # prefix length -> truth pairs of that prefix
+    for name in a.peers.split(","):
+        if name not in ("datasketch", "rensa", "datatrove"):
+            continue
+        n = prefix(texts, getattr(a, f"max_mb_{name}"))
+        nbytes = sum(sizes[:n])
+        sets = all_sets[:n]
+        if n not in truths:
+            truths[n] = truth_pairs(sets, a.threshold)
+        truth = truths[n]
+        r = {"docs": n, "bytes": nbytes, "truth_pairs": len(truth)}
+        try:
+            if name == "datasketch":
+                rates, pairs = run_datasketch(texts[:n], sets, a, nbytes)
+            elif name == "rensa":
+                rates, pairs = run_rensa(texts[:n], sets, a, nbytes)
+            else:
+                rates, pairs = run_datatrove(texts[:n], a, nbytes)
+            r.update(rates)
+            r.update(score(pairs, truth))
+        except Exception as e:  # noqa: BLE001 - a failing peer is reported, the others go on
+            r["error"] = f"{type(e).__name__}: {e}"
+        if a.grist_pairs:
+            mine = {p for p in grist if p[1] < n}
+            r.update({f"grist_{k}": v for k, v in score(mine, truth).items()})
+        out[name] = r
     flat = {}
     for k, v in out.items():
         if isinstance(v, dict):

@@ -15,9 +15,25 @@ namespace grist::dedup::internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Lanes are permutations; the inner loop broadcasts one shingle hash at a time. The 64 x 64 -> 64
-// bit product is built from three 32 x 32 -> 64 multiplies (MulEven), which every target has:
+// Lanes are permutations; the inner loop broadcasts one shingle hash at a time. AVX-512 targets
+// (AVX3 and later) have the 64 x 64 -> 64 bit product in one instruction (vpmullq); elsewhere it is
+// built from three 32 x 32 -> 64 multiplies (MulEven), which every target has:
 //   a * h = lo(a)lo(h) + ((hi(a)lo(h) + lo(a)hi(h)) << 32)   (mod 2^64).
+// Both are the same product mod 2^64, so every target gives the same bits.
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET <= HWY_AVX3
+#define GRIST_MINHASH_NATIVE_MUL64 1
+#else
+#define GRIST_MINHASH_NATIVE_MUL64 0
+#endif
+#if !GRIST_MINHASH_NATIVE_MUL64 && HWY_TARGET != HWY_SCALAR
+// a * h (mod 2^64) from the 32-bit halves of a (lo, hi: a and a >> 32 as u32 lanes) and of h.
+template <class V32>
+HWY_INLINE auto Mul64(V32 lo, V32 hi, V32 h32, V32 hh32) {
+  return hn::Add(hn::MulEven(lo, h32),
+                 hn::ShiftLeft<32>(hn::Add(hn::MulEven(hi, h32), hn::MulEven(lo, hh32))));
+}
+#endif
+
 void MinHashKernelImpl(const uint64_t* HWY_RESTRICT hashes, size_t n,
                        const uint64_t* HWY_RESTRICT a, const uint64_t* HWY_RESTRICT b,
                        size_t num_perm, uint64_t* HWY_RESTRICT sig) {
@@ -32,46 +48,69 @@ void MinHashKernelImpl(const uint64_t* HWY_RESTRICT hashes, size_t n,
   }
 #else
   const hn::ScalableTag<uint64_t> d;
+#if !GRIST_MINHASH_NATIVE_MUL64
   const hn::Repartition<uint32_t, decltype(d)> d32;
+#endif
   const size_t N = hn::Lanes(d);
+  // Four vectors of permutations per pass over the hashes, each in a variable of its own (not an
+  // array), so that -O2, which does not unroll a loop over an array of vectors, still keeps the
+  // accumulators in registers instead of storing and reloading them per hash.
   constexpr size_t kUnroll = 4;
   size_t p = 0;
   for (; p + kUnroll * N <= num_perm; p += kUnroll * N) {
-    decltype(hn::Zero(d)) va[kUnroll], vah[kUnroll], vb[kUnroll], vm[kUnroll];
-    for (size_t u = 0; u < kUnroll; ++u) {
-      va[u] = hn::LoadU(d, a + p + u * N);
-      vah[u] = hn::ShiftRight<32>(va[u]);
-      vb[u] = hn::LoadU(d, b + p + u * N);
-      vm[u] = hn::Set(d, ~uint64_t{0});
+    const auto va0 = hn::LoadU(d, a + p), va1 = hn::LoadU(d, a + p + N);
+    const auto va2 = hn::LoadU(d, a + p + 2 * N), va3 = hn::LoadU(d, a + p + 3 * N);
+    const auto vb0 = hn::LoadU(d, b + p), vb1 = hn::LoadU(d, b + p + N);
+    const auto vb2 = hn::LoadU(d, b + p + 2 * N), vb3 = hn::LoadU(d, b + p + 3 * N);
+    auto vm0 = hn::Set(d, ~uint64_t{0});
+    auto vm1 = vm0, vm2 = vm0, vm3 = vm0;
+#if GRIST_MINHASH_NATIVE_MUL64
+    for (size_t i = 0; i < n; ++i) {
+      const auto h = hn::Set(d, hashes[i]);
+      vm0 = hn::Min(vm0, hn::Add(hn::Mul(va0, h), vb0));
+      vm1 = hn::Min(vm1, hn::Add(hn::Mul(va1, h), vb1));
+      vm2 = hn::Min(vm2, hn::Add(hn::Mul(va2, h), vb2));
+      vm3 = hn::Min(vm3, hn::Add(hn::Mul(va3, h), vb3));
     }
+#else
+    const auto lo0 = hn::BitCast(d32, va0), hi0 = hn::BitCast(d32, hn::ShiftRight<32>(va0));
+    const auto lo1 = hn::BitCast(d32, va1), hi1 = hn::BitCast(d32, hn::ShiftRight<32>(va1));
+    const auto lo2 = hn::BitCast(d32, va2), hi2 = hn::BitCast(d32, hn::ShiftRight<32>(va2));
+    const auto lo3 = hn::BitCast(d32, va3), hi3 = hn::BitCast(d32, hn::ShiftRight<32>(va3));
     for (size_t i = 0; i < n; ++i) {
       const auto h = hn::Set(d, hashes[i]);
       const auto h32 = hn::BitCast(d32, h);
       const auto hh32 = hn::BitCast(d32, hn::ShiftRight<32>(h));
-      for (size_t u = 0; u < kUnroll; ++u) {
-        const auto a32 = hn::BitCast(d32, va[u]);
-        const auto lo = hn::MulEven(a32, h32);
-        const auto cross = hn::Add(hn::MulEven(hn::BitCast(d32, vah[u]), h32),
-                                   hn::MulEven(a32, hh32));
-        const auto prod = hn::Add(lo, hn::ShiftLeft<32>(cross));
-        vm[u] = hn::Min(vm[u], hn::Add(prod, vb[u]));
-      }
+      vm0 = hn::Min(vm0, hn::Add(Mul64(lo0, hi0, h32, hh32), vb0));
+      vm1 = hn::Min(vm1, hn::Add(Mul64(lo1, hi1, h32, hh32), vb1));
+      vm2 = hn::Min(vm2, hn::Add(Mul64(lo2, hi2, h32, hh32), vb2));
+      vm3 = hn::Min(vm3, hn::Add(Mul64(lo3, hi3, h32, hh32), vb3));
     }
-    for (size_t u = 0; u < kUnroll; ++u) hn::StoreU(vm[u], d, sig + p + u * N);
+#endif
+    hn::StoreU(vm0, d, sig + p);
+    hn::StoreU(vm1, d, sig + p + N);
+    hn::StoreU(vm2, d, sig + p + 2 * N);
+    hn::StoreU(vm3, d, sig + p + 3 * N);
   }
   for (; p < num_perm; p += N) {
     const auto va = hn::LoadU(d, a + p);
+#if !GRIST_MINHASH_NATIVE_MUL64
     const auto a32 = hn::BitCast(d32, va);
     const auto ah32 = hn::BitCast(d32, hn::ShiftRight<32>(va));
+#endif
     const auto vb = hn::LoadU(d, b + p);
     auto vm = hn::Set(d, ~uint64_t{0});
     for (size_t i = 0; i < n; ++i) {
       const auto h = hn::Set(d, hashes[i]);
+#if GRIST_MINHASH_NATIVE_MUL64
+      vm = hn::Min(vm, hn::Add(hn::Mul(va, h), vb));
+#else
       const auto h32 = hn::BitCast(d32, h);
       const auto hh32 = hn::BitCast(d32, hn::ShiftRight<32>(h));
       const auto cross = hn::Add(hn::MulEven(ah32, h32), hn::MulEven(a32, hh32));
       const auto prod = hn::Add(hn::MulEven(a32, h32), hn::ShiftLeft<32>(cross));
       vm = hn::Min(vm, hn::Add(prod, vb));
+#endif
     }
     hn::StoreU(vm, d, sig + p);
   }
@@ -79,6 +118,7 @@ void MinHashKernelImpl(const uint64_t* HWY_RESTRICT hashes, size_t n,
 }
 
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+#undef GRIST_MINHASH_NATIVE_MUL64
 
 }  // namespace HWY_NAMESPACE
 }  // namespace grist::dedup::internal

@@ -64,6 +64,49 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
   return c;
 }
 
+namespace {
+
+// What a byte becomes in NormalizeForExact: 0 for ASCII whitespace, else itself (kWhitespace) or
+// itself lowercased (kLower; no byte lowercases to 0).
+struct ExactTables {
+  unsigned char keep[256];
+  unsigned char lower[256];
+  constexpr ExactTables() : keep(), lower() {
+    for (int c = 0; c < 256; ++c) {
+      const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+      keep[c] = space ? 0 : static_cast<unsigned char>(c);
+      lower[c] = space ? 0 : static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+  }
+};
+constexpr ExactTables kExact;
+
+}  // namespace
+
+Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scratch) {
+  if (mode == ExactNormalize::kNone) return Hash128Of(text);
+  const unsigned char* table = mode == ExactNormalize::kLower ? kExact.lower : kExact.keep;
+  if (scratch->size() < text.size() + 1) scratch->resize(text.size() + 1);
+  char* out = scratch->data();
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
+  // Runs of whitespace become one space, none at either end. Every byte is stored; the position
+  // advances over a pending space (whitespace seen after some output) and over non-space bytes,
+  // so the output never gets ahead of the input. The loop-carried chains are one operation each
+  // (o advances by one add; `any` says some byte was kept; `pending` follows from it).
+  size_t o = 0, pending = 0, any = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char t = table[p[i]];
+    const size_t keep = t != 0;
+    const size_t space = pending & keep;
+    out[o] = ' ';
+    out[o + space] = static_cast<char>(t);
+    o += space + keep;
+    pending = (keep ^ 1) & any;  // whitespace after something kept
+    any |= keep;
+  }
+  return Hash128Of(std::string_view(out, o));
+}
+
 // How many input splits the stages that read documents (signatures, the verification spill,
 // filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
 // (split_bytes each), and at least one.

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/progress.h"
 #include "common/records.h"
 #include "common/rng.h"
@@ -130,7 +131,8 @@ inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
 std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size_t>& indices);
 
 // Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the
-// pass's PassDecoders, when given). With `progress`, adds the
+// pass's PassDecoders, when given); fn may take the Document (moving from it leaves a Document
+// that fn must reset, e.g. `doc = Document()`). With `progress`, adds the
 // split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
 // split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
 template <typename Fn>
@@ -190,6 +192,11 @@ uint32_t SigRecordSize(const Ctx& c);
 inline bool IsAsciiSpace(unsigned char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
+
+// Hash128Of(NormalizeForExact(text, mode)), without building a new string per document: the
+// normalized text goes to `scratch` (grown, never shrunk), branch-free per byte; kNone hashes the
+// text itself.
+Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scratch);
 
 // Calls fn(line) for each '\n'-terminated line of text (the last one may lack the newline). The
 // view excludes the newline.

@@ -11,10 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/rng.h"
 #include "dedup/dedup_format.h"
 #include "dedup/internal/files.h"
+#include "dedup/internal/stage_context.h"
 #include "tests/dedup/dedup_test_util.h"
 #include "tests/test_util.h"
 
@@ -945,6 +947,32 @@ TEST(Options, FromConfigAndValidation) {
   EXPECT_TRUE(small.Validate().ok());
   small.memory_limit = (1 << 20) - 1;
   EXPECT_NE(std::string(small.Validate().message()).find("at least 1 MB"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace grist::dedup
+
+namespace grist::dedup {
+namespace {
+
+TEST(ExactHash, EqualsTheHashOfNormalizeForExactWithScratchReused) {
+  Rng rng(3);
+  std::string scratch;
+  const char kBytes[] = " \t\n\r\f\vaZ9.\xc3\xa9Qx";
+  for (int round = 0; round < 300; ++round) {
+    // Sizes up and down so the scratch buffer is reused larger than the text.
+    const size_t len = round % 3 == 0 ? rng.Uniform(5000) : rng.Uniform(40);
+    std::string text;
+    for (size_t i = 0; i < len; ++i) text.push_back(kBytes[rng.Uniform(sizeof(kBytes) - 1)]);
+    for (ExactNormalize m : {ExactNormalize::kNone, ExactNormalize::kWhitespace, ExactNormalize::kLower}) {
+      EXPECT_EQ(internal::ExactHash(text, m, &scratch), Hash128Of(NormalizeForExact(text, m)))
+          << "round " << round;
+    }
+  }
+  for (const char* t : {"", " ", "  a  ", "a\tb", "\n\nA B\n"}) {
+    EXPECT_EQ(internal::ExactHash(t, ExactNormalize::kWhitespace, &scratch),
+              Hash128Of(NormalizeForExact(t, ExactNormalize::kWhitespace)));
+  }
 }
 
 }  // namespace

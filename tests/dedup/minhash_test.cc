@@ -8,6 +8,7 @@
 
 #include "common/hash.h"
 #include "common/rng.h"
+#include "dedup/internal/minhash_kernel.h"
 #include "hwy/targets.h"
 
 namespace grist::dedup {
@@ -151,6 +152,106 @@ TEST(Lsh, ProbabilityAndOptimalParameters) {
   LshParams a = LshAreas(0.8, 14, 8);
   EXPECT_NEAR(a.false_positive_area, 0.12828, 1e-4);
   EXPECT_NEAR(a.false_negative_area, 0.00206, 1e-4);
+}
+
+}  // namespace
+}  // namespace grist::dedup
+
+namespace grist::dedup {
+namespace {
+
+// Random text: words of ASCII letters (mixed case), digits and UTF-8 bytes, separated by runs of
+// spaces, tabs, newlines and punctuation, some at the ends.
+std::string RandomText(Rng& rng, size_t words) {
+  static const char* kSeps[] = {" ", "  ", "\t", "\n\n", ", ", " - ", "!\r\n", "\f\v "};
+  std::string t = rng.Uniform(2) ? " \n" : "";
+  for (size_t i = 0; i < words; ++i) {
+    const int len = 1 + static_cast<int>(rng.Uniform(9));
+    for (int k = 0; k < len; ++k) {
+      const uint64_t r = rng.Uniform(40);
+      if (r < 26) t.push_back(static_cast<char>((rng.Uniform(2) ? 'a' : 'A') + r));
+      else if (r < 36) t.push_back(static_cast<char>('0' + r - 26));
+      else t += "\xc3\xa9";
+    }
+    t += kSeps[rng.Uniform(8)];
+  }
+  return t;
+}
+
+// The specification of the shingles, written plainly: normalize, split at the spaces, join n
+// words (or take n bytes) and hash each with Hash64.
+std::vector<uint64_t> ReferenceShingles(std::string_view text, const ShingleOptions& o) {
+  std::string norm;
+  NormalizeForShingles(text, &norm);
+  std::vector<uint64_t> out;
+  if (norm.empty()) return out;
+  const size_t n = static_cast<size_t>(o.n);
+  if (o.kind == ShingleKind::kChar) {
+    if (norm.size() <= n) return {Hash64(norm)};
+    for (size_t i = 0; i + n <= norm.size(); ++i) out.push_back(Hash64(norm.substr(i, n)));
+    return out;
+  }
+  std::vector<std::string> words;
+  size_t pos = 0;
+  while (true) {
+    const size_t sp = norm.find(' ', pos);
+    words.push_back(norm.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos));
+    if (sp == std::string::npos) break;
+    pos = sp + 1;
+  }
+  if (words.size() <= n) return {Hash64(norm)};
+  for (size_t i = 0; i + n <= words.size(); ++i) {
+    std::string s = words[i];
+    for (size_t k = 1; k < n; ++k) s += " " + words[i + k];
+    out.push_back(Hash64(s));
+  }
+  return out;
+}
+
+TEST(Shingles, MatchTheSpecificationWithScratchReusedAcrossSizes) {
+  Rng rng(7);
+  std::string scratch;
+  std::vector<uint64_t> got;
+  // Large, small, empty and one-word texts in turn, through one scratch buffer; sets of more and
+  // fewer than the radix sort's threshold (256).
+  for (size_t words : {3000u, 2u, 0u, 400u, 1u, 5u, 6u, 60u, 255u, 257u, 1200u, 4u}) {
+    const std::string text = RandomText(rng, words);
+    for (const ShingleOptions& o : {ShingleOptions{ShingleKind::kWord, 5}, ShingleOptions{ShingleKind::kWord, 1},
+                                    ShingleOptions{ShingleKind::kChar, 7}}) {
+      const std::vector<uint64_t> want = ReferenceShingles(text, o);
+      ShingleHashesUnordered(text, o, &got, &scratch);
+      EXPECT_EQ(got, want) << words << " words";
+      ShingleHashes(text, o, &got, &scratch);
+      EXPECT_EQ(got, Sorted(want)) << words << " words";
+      ShingleHashes(text, o, &got);  // no scratch
+      EXPECT_EQ(got, Sorted(want)) << words << " words";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grist::dedup
+
+namespace grist::dedup {
+namespace {
+
+TEST(SortHashes, SameOrderAsStdSortForUniformCraftedAndRepeatedHashes) {
+  Rng rng(11);
+  for (size_t n : {0u, 1u, 63u, 64u, 65u, 300u, 4096u, 5000u, 70000u, 1100000u}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<uint64_t> v(n);
+      for (auto& x : v) {
+        x = rng.Next();
+        if (kind == 1) x &= 0xffffu;                    // all in the first bucket (crafted)
+        if (kind == 2) x = (x & 0xff) << 50;            // few distinct values, many repeats
+        if (kind == 3) x |= 0xfff0000000000000ull;      // all in the last buckets
+      }
+      std::vector<uint64_t> want = v;
+      std::sort(want.begin(), want.end());
+      internal::SortHashes(&v);
+      EXPECT_EQ(v, want) << "n " << n << " kind " << kind;
+    }
+  }
 }
 
 }  // namespace

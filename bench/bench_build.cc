@@ -12,10 +12,21 @@
 // Config: --config (e.g. configs/v1.0.toml with the demo corpus), else one written here over a
 // sample of the default corpus (../shared/corpus/wikinews-en, else .demo/corpus) with clean and
 // dedup on, as v1.0 but a smaller vocabulary.
+//
+// `--sweep threads=1,2,4,8,16` (this bench's own sweep, not the harness's one process per value):
+// the same config built at each thread count, each stage's time taken from the build report (clean,
+// dedup and each of dedup's stages from its dedup_report.json, tokenizer training, tokenize,
+// pack+shard), Amdahl's law fitted per stage (bench/scaling.h), a table of serial fraction,
+// predicted speedup and efficiency at the largest count with the stages below 0.8x linear flagged,
+// and a check that the release's bytes (every file but reports/) are identical at every count: a
+// difference fails the bench.
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,13 +36,16 @@
 #include "bench/corpus_sample.h"
 #include "bench/harness.h"
 #include "bench/registry.h"
+#include "bench/scaling.h"
 #include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 #include "common/thread_pool.h"
 #include "release/release.h"
+#include "shard/shard_format.h"
 
 namespace grist::bench {
 namespace {
@@ -61,9 +75,183 @@ std::string BenchConfig(const std::string& input, int vocab) {
       "max_bytes = 268435456\n");
 }
 
+// The efficiency at the largest thread count below which the sweep flags a stage (issue 14: no
+// stage below 0.8x linear scaling).
+constexpr double kTargetEfficiency = 0.8;
+// A stage below this share of the build's time at the smallest thread count is not judged.
+constexpr double kNegligibleShare = 0.02;
+
+// Seconds of each of dedup's stages in `dedup_dir`/dedup_report.json, in its order; empty when
+// the file is absent (dedup off) or unreadable.
+std::vector<std::pair<std::string, double>> DedupStageSeconds(Env* env, const std::string& dedup_dir) {
+  std::vector<std::pair<std::string, double>> out;
+  auto json = ReadFileToString(env, JoinPath(dedup_dir, "dedup_report.json"));
+  if (!json.ok()) return out;
+  simdjson::dom::parser parser;
+  simdjson::padded_string ps(*json);
+  simdjson::dom::array stages;
+  if (parser.parse(ps)["stages"].get(stages) != simdjson::SUCCESS) return out;
+  for (simdjson::dom::element st : stages) {
+    std::string_view name;
+    double secs;
+    if (st["stage"].get(name) == simdjson::SUCCESS && st["seconds"].get(secs) == simdjson::SUCCESS) {
+      out.emplace_back(absl::StrCat("dedup: ", std::string(name)), secs);
+    }
+  }
+  return out;
+}
+
+// A digest of the release in `dir`: every file but reports/ (which holds times and the host), by
+// relative path and XXH3-128 of its bytes, in sorted order.
+absl::StatusOr<std::string> ReleaseDigest(Env* env, const std::string& dir) {
+  std::vector<std::string> files;
+  std::vector<std::string> todo = {""};
+  while (!todo.empty()) {
+    const std::string rel = todo.back();
+    todo.pop_back();
+    ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(JoinPath(dir, rel)));
+    for (const std::string& n : names) {
+      const std::string r = rel.empty() ? n : JoinPath(rel, n);
+      if (rel.empty() && n == shard::kReportsDir) continue;
+      if (env->IsDirectory(JoinPath(dir, r))) {
+        todo.push_back(r);
+      } else {
+        files.push_back(r);
+      }
+    }
+  }
+  std::sort(files.begin(), files.end());
+  Hasher128 h;
+  for (const std::string& f : files) {
+    ASSIGN_OR_RETURN(Hash128 fh, HashFile128(env, JoinPath(dir, f)));
+    h.Update(f);
+    h.Update(std::string_view("\0", 1));
+    h.Update(fh.ToHex());
+  }
+  return absl::StrCat(files.size(), " files, ", h.Digest().ToHex());
+}
+
+// `grist bench build --sweep threads=...`: see the top of this file.
+absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const std::string& what) {
+  const Options& o = f.options;
+  Env* env = Env::Default();
+  Report report("build", o);
+  report.SetParam("config", what);
+  const std::string out = JoinPath(f.work, "release");
+  std::vector<std::string> stage_order;
+  std::map<std::string, std::vector<double>> stage_median;  // per stage, one median per count
+  std::vector<double> build_median;                          // the build's seconds, per count
+  std::vector<std::pair<int64_t, std::string>> digests;
+  uint64_t bytes_in = 0;
+  std::string release_id;
+  absl::Status swept = RunSweep(&report, sweep, [&](const std::string& v)
+                                                    -> absl::StatusOr<std::vector<Figure>> {
+    ASSIGN_OR_RETURN(int64_t threads, SweepInt(sweep, v));
+    std::vector<double> mbs, build_s;
+    std::map<std::string, std::vector<double>> secs;
+    std::string digest;
+    for (int i = 0; i < o.warmup + o.repetitions; ++i) {
+      RETURN_IF_ERROR(env->RemoveAll(out));
+      release::BuildOptions bo;
+      bo.config_path = f.config;
+      bo.output_dir = out;
+      bo.restart = true;
+      bo.run.threads = static_cast<int>(threads);
+      bo.run.progress = false;
+      ASSIGN_OR_RETURN(release::BuildReport r, release::BuildRelease(env, bo));
+      release_id = r.release_id;
+      bytes_in = r.stages.empty() ? 0 : r.stages.front().bytes_in;
+      if (i < o.warmup) continue;
+      mbs.push_back(bytes_in / 1e6 / r.seconds);
+      build_s.push_back(r.seconds);
+      std::vector<std::pair<std::string, double>> times;
+      for (const release::StageSummary& st : r.stages) {
+        if (st.note == "disabled") continue;
+        times.emplace_back(st.name, st.seconds);
+        if (st.name == "dedup") {
+          for (auto& part : DedupStageSeconds(env, JoinPath(out + ".work", "dedup"))) {
+            times.push_back(std::move(part));
+          }
+        }
+      }
+      for (const auto& [name, t] : times) {
+        if (std::find(stage_order.begin(), stage_order.end(), name) == stage_order.end()) {
+          stage_order.push_back(name);
+        }
+        secs[name].push_back(t);
+      }
+    }
+    ASSIGN_OR_RETURN(digest, ReleaseDigest(env, out));
+    digests.emplace_back(threads, digest);
+    build_median.push_back(Stats::Of(build_s).median);
+    std::vector<Figure> figs;
+    Figure e2e{"build end to end", "MB/s", Stats::Of(mbs)};
+    e2e.target = ">= 0.8 x linear";
+    figs.push_back(e2e);
+    for (const std::string& name : stage_order) {
+      if (!secs.count(name)) continue;
+      const std::vector<double>& t = secs[name];
+      Stats st = Stats::Of(t);
+      stage_median[name].push_back(st.median);
+      // Throughput of the stage in the build's input MB per second of the stage: a stage that
+      // scales linearly doubles it with twice the threads (plots draw linear and the Amdahl fit).
+      std::vector<double> rate;
+      for (double x : t) rate.push_back(x > 0 ? bytes_in / 1e6 / x : 0);
+      Figure fig{absl::StrCat("stage ", name), "input MB/s", Stats::Of(rate)};
+      fig.target = ">= 0.8 x linear";
+      figs.push_back(fig);
+    }
+    return figs;
+  });
+  (void)env->RemoveAll(out);
+  (void)env->RemoveAll(out + ".work");
+  RETURN_IF_ERROR(swept);
+
+  // Every stage measured at every count: fit each (a count whose build failed has no times).
+  std::vector<double> ns;
+  for (const auto& [n, d] : digests) ns.push_back(n);
+  std::vector<StageScaling> scaling;
+  const size_t smallest = std::min_element(ns.begin(), ns.end()) - ns.begin();
+  for (const std::string& name : stage_order) {
+    const std::vector<double>& t = stage_median[name];
+    if (t.size() != ns.size()) continue;
+    StageScaling s = FitStageScaling(name, ns, t, kTargetEfficiency);
+    // A stage that is a sliver of the build (copying a given tokenizer, a tiny pack) is timer noise
+    // at every count: shown, not judged.
+    const double share = build_median.size() == ns.size() && build_median[smallest] > 0
+                             ? t[smallest] / build_median[smallest]
+                             : 1.0;
+    if (share < kNegligibleShare) {
+      s.not_judged = absl::StrFormat("%.1f%% of the build", 100 * share);
+    }
+    scaling.push_back(std::move(s));
+  }
+  report.AddNote(ScalingTable(scaling, kTargetEfficiency));
+  bool identical = true;
+  for (const auto& [n, d] : digests) identical = identical && d == digests.front().second;
+  std::string counts_text;
+  for (const auto& [n, d] : digests) absl::StrAppend(&counts_text, counts_text.empty() ? "" : ", ", n);
+  if (identical) {
+    report.AddNote(absl::StrCat("Release bytes identical at threads ", counts_text, " (",
+                                digests.empty() ? "-" : digests.front().second, "); release ",
+                                release_id, absl::StrFormat("; input %.1f MB.", bytes_in / 1e6)));
+  } else {
+    std::string which;
+    for (const auto& [n, d] : digests) absl::StrAppend(&which, "\n- threads ", n, ": ", d);
+    report.AddNote(absl::StrCat("**Release bytes differ between thread counts:**", which));
+  }
+  RETURN_IF_ERROR(report.Finish());
+  if (!identical) {
+    return absl::InternalError(absl::StrCat("the release differs between threads ", counts_text,
+                                            " (see the report)"));
+  }
+  return absl::OkStatus();
+}
+
 BenchRunner Setup(CLI::App* app) {
   auto f = std::make_shared<BuildBenchFlags>();
   AddBenchFlags(app, &f->options);
+  SweepsItself(app, {"threads"});
   app->add_option("--config", f->config,
                   "Release config to build (default: one like v1.0 over a sample of --input)");
   app->add_option("--input", f->inputs,
@@ -71,11 +259,21 @@ BenchRunner Setup(CLI::App* app) {
                   ".demo/corpus)");
   app->add_option("--max-bytes", f->max_bytes,
                   "Text bytes of --input in the default config (default 32 MiB; --quick: 2 MiB)");
-  app->add_option("--threads", f->threads, "Threads (0 = all CPUs)");
+  app->add_option("--threads", f->threads,
+                  "Threads (0 = all CPUs); --sweep threads=1,2,4,8,16 builds at each count and fits "
+                  "each stage's scaling")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--work", f->work, "Scratch folder (default $TMPDIR/grist-bench-build)");
   return [f]() -> absl::Status {
     const Options& o = f->options;
     Env* env = Env::Default();
+    ASSIGN_OR_RETURN(std::optional<Sweep> sweep, SweepFromOptions(o, {"threads"}));
+    if (sweep) {
+      for (const std::string& v : sweep->values) {
+        ASSIGN_OR_RETURN(int64_t n, SweepInt(*sweep, v));
+        if (n > 4096) return FlagError(absl::StrCat("--sweep threads: ", v, " threads is too many"));
+      }
+    }
     ASSIGN_OR_RETURN(f->work, ScratchDir(f->work, "build"));
     if (o.quick && f->max_bytes == (32ull << 20)) f->max_bytes = 2ull << 20;
     std::string what;
@@ -96,6 +294,7 @@ BenchRunner Setup(CLI::App* app) {
     } else {
       what = f->config;
     }
+    if (sweep) return RunThreadSweep(*f, *sweep, what);
     ASSIGN_OR_RETURN(Config config, Config::FromFile(env, f->config));
     ASSIGN_OR_RETURN(std::vector<std::string> inputs, config.RequireStringList("inputs.paths"));
     ASSIGN_OR_RETURN(bool clean_on, config.GetBool("clean.enabled", true));

@@ -59,7 +59,7 @@ struct CkptFlags {
 };
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
-  if (s.empty()) return absl::InvalidArgumentError("empty size");
+  if (s.empty()) return FlagError("empty size");
   uint64_t mult = 1;
   std::string num = s;
   switch (s.back()) {
@@ -70,7 +70,7 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& s) {
   }
   uint64_t v;
   if (!absl::SimpleAtoi(num, &v) || v == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", s, "' (use e.g. 4096, 512M, 4G)"));
+    return FlagError(absl::StrCat("bad size '", s, "' (use e.g. 4096, 512M, 4G)"));
   }
   return v * mult;
 }
@@ -466,15 +466,15 @@ absl::Status RunTarget(CkptFlags f, uint64_t size, uint64_t bs) {
 absl::Status Run(CkptFlags f) {
   if (f.dir.empty()) f.dir = f.options.output_dir.empty() ? "." : f.options.output_dir;
   if (f.mode != "direct" && f.mode != "buffered") {
-    return absl::InvalidArgumentError("--mode must be direct or buffered");
+    return FlagError("--mode must be direct or buffered");
   }
   if (f.files < 1 || f.threads < 1 || f.tensors < 1 || f.queue_depth < 1) {
-    return absl::InvalidArgumentError("--files, --threads, --tensors and --queue-depth must be >= 1");
+    return FlagError("--files, --threads, --tensors and --queue-depth must be >= 1");
   }
   ASSIGN_OR_RETURN(uint64_t size, ParseBytes(f.size));
   if (f.options.quick) size = std::min<uint64_t>(size, 64ull << 20);
   ASSIGN_OR_RETURN(uint64_t bs, ParseBytes(f.block_size));
-  if (bs % 4096) return absl::InvalidArgumentError("--block-size must be a multiple of 4096");
+  if (bs % 4096) return FlagError("--block-size must be a multiple of 4096");
   RETURN_IF_ERROR(Env::Default()->CreateDirs(f.dir));
   if (!f.target.empty()) return RunTarget(f, size, bs);
   ASSIGN_OR_RETURN(ck::WriteAmpMeter meter, ck::WriteAmpMeter::ForDirectory(f.dir));

@@ -34,7 +34,6 @@
 #include "common/sysinfo.h"
 #include "common/thread_pool.h"
 #include "dedup/dedup.h"
-#include "dedup/internal/files.h"
 #include "dedup/minhash.h"
 
 namespace grist::bench {
@@ -772,24 +771,21 @@ absl::Status Run(const DedupBenchFlags& f) {
         }
         std::vector<double> ext, mem;
         uint64_t rounds = 0;
-        struct Reset {
-          ~Reset() { dedup::internal::force_external_merge_for_testing = false; }
-        } reset;
         const int reps = std::max(3, f.options.repetitions);
         for (int i = 0; i < reps; ++i) {
           for (bool external : {false, true}) {
-            dedup::internal::force_external_merge_for_testing = external;
+            o.force_external_merge = external;
             Stopwatch sw;
             RETURN_IF_ERROR(dedup::RunDedupStage(env, dedup::DedupStage::kMerge, {tmp + "/x4"}, out, o, run).status());
             (external ? ext : mem).push_back(sw.Seconds());
           }
         }
-        dedup::internal::force_external_merge_for_testing = true;
+        o.force_external_merge = true;
         RETURN_IF_ERROR(dedup::RunDedupStage(env, dedup::DedupStage::kMerge, {tmp + "/x4"}, out, o, run).status());
         RETURN_IF_ERROR(dedup::RunDedupStage(env, dedup::DedupStage::kFilter, {tmp + "/x4"}, out, o, run).status());
         ASSIGN_OR_RETURN(dedup::DedupReport rep,
                          dedup::RunDedupStage(env, dedup::DedupStage::kReport, {tmp + "/x4"}, out, o, run));
-        dedup::internal::force_external_merge_for_testing = false;
+        o.force_external_merge = false;
         rounds = rep.merge_rounds;
         Figure merge{absl::StrFormat("merge stage, external, wikinews-en x4 exact copies (%llu pairs)",
                                      (unsigned long long)rep.exact_pairs),

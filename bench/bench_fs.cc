@@ -324,7 +324,7 @@ absl::Status RunTarget(FsFlags& f) {
   absl::Status status;
   for (const std::string& setting : settings) {
     if (!setting.empty() && setting != "on" && setting != "off") {
-      status = absl::InvalidArgumentError("--metadata-cache takes off, on, off,on or keep");
+      status = FlagError("--metadata-cache takes off, on, off,on or keep");
       break;
     }
     if (cache) {
@@ -394,6 +394,7 @@ absl::Status RunTarget(FsFlags& f) {
 BenchRunner Setup(CLI::App* app) {
   auto f = std::make_shared<FsFlags>();
   AddBenchFlags(app, &f->options);
+  SweepsItself(app, {"block_size"});
   app->add_option("--dir", f->dir, "Directory on the file system to measure (default: --output, else .)");
   app->add_option("--size-mib", f->size_mib, "File size in MiB (--quick: at most 64)")
       ->check(CLI::PositiveNumber);

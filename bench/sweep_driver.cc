@@ -3,6 +3,7 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/registry.h"
 #include "common/env.h"
 #include "common/status_macros.h"
 
@@ -137,8 +139,26 @@ std::optional<absl::Status> MaybeDriveSweep(CLI::App* app, const std::vector<std
   if (sweep_opt == nullptr || sweep_opt->count() == 0) return std::nullopt;
   auto sweep = Sweep::Parse(sweep_opt->as<std::string>());
   if (!sweep.ok()) return sweep.status();
+  const std::vector<std::string> own = OwnSweeps(app);
+  if (std::find(own.begin(), own.end(), sweep->param) != own.end()) return std::nullopt;
   const std::string flag = SweepFlag(sweep->param);
-  if (app->get_option_no_throw(flag) == nullptr) return std::nullopt;
+  if (app->get_option_no_throw(flag) == nullptr) {
+    // Neither the bench nor the harness can sweep it: say so before any work.
+    std::vector<std::string> can = own;
+    for (const CLI::Option* o : app->get_options()) {
+      const std::string n = o->get_name(false, true);
+      if (o->get_expected_min() < 1 || n.rfind("--", 0) != 0) continue;
+      std::string p = n.substr(2);
+      for (char& c : p) {
+        if (c == '-') c = '_';
+      }
+      if (p == "sweep" || p == "output" || p == "repetitions" || p == "warmup") continue;
+      if (std::find(can.begin(), can.end(), p) == can.end()) can.push_back(p);
+    }
+    return FlagError(absl::StrCat(
+        "--sweep ", sweep->param, ": this bench cannot sweep '", sweep->param, "'",
+        can.empty() ? "; it sweeps nothing" : absl::StrCat("; it sweeps: ", absl::StrJoin(can, ", "))));
+  }
   const std::string name = app->get_name();
 
   Options o;

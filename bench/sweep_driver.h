@@ -3,8 +3,9 @@
 // a child process (`grist bench X <the same flags> --PARAM v --output DIR/.sweep/<i>`), reads each
 // run's JSON record back and writes one sweep report (tables per figure, plots against PARAM,
 // Amdahl fit for threads) into --output. So every component's bench can be swept over its own
-// flags without code of its own; a bench without such a flag handles --sweep itself
-// (SweepFromOptions) or refuses it.
+// flags without code of its own. A bench that sweeps a parameter itself (SweepFromOptions) declares
+// it with SweepsItself (bench/registry.h) and is left alone for it; any other parameter is a usage
+// error (FlagError) before the bench runs.
 #ifndef GRIST_BENCH_SWEEP_DRIVER_H_
 #define GRIST_BENCH_SWEEP_DRIVER_H_
 
@@ -25,7 +26,8 @@ std::string SweepFlag(const std::string& param);
 
 // When `bench_app` (the parsed `grist bench X` subcommand) was given --sweep over a parameter it
 // has a flag for, runs the sweep as described above and returns its status; returns nullopt when
-// the bench should run itself (no --sweep, or no such flag). `args` are the bench's own arguments
+// the bench should run itself (no --sweep, or a parameter it declared with SweepsItself); a
+// FlagError when it can sweep the parameter neither way. `args` are the bench's own arguments
 // as given (after `grist bench X`).
 std::optional<absl::Status> MaybeDriveSweep(CLI::App* bench_app, const std::vector<std::string>& args);
 

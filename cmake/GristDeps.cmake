@@ -23,12 +23,6 @@ if(GRIST_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)
 endif()
-if(GRIST_BUILD_BENCHMARKS)
-  find_package(benchmark QUIET)
-  if(NOT benchmark_FOUND)
-    set(GRIST_BUILD_BENCHMARKS OFF)
-  endif()
-endif()
 
 # CUDA: optional at build time. Only the runtime API is used (no kernels), so nvcc is not needed,
 # only the toolkit's headers and cudart_static.

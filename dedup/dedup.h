@@ -81,6 +81,10 @@ struct DedupOptions {
   bool line_dedup = false;
   // Budget of one task: sort buffers, verification cache, splits in flight (docs/dedup.md).
   uint64_t memory_limit = 1ull << 30;
+  // Run the merge stage's external path (rounds of hooking and pointer jumping over sorted files)
+  // even when the edges fit the budget in memory. Both paths give the same output; tests and
+  // `grist bench dedup` compare them. Not read from the config.
+  bool force_external_merge = false;
   // Intermediate files; empty = output_dir/.dedup-work. Removed after a successful RunDedup
   // unless keep_work.
   std::string work_dir;

@@ -51,7 +51,7 @@ absl::Status RunMerge(Ctx& c) {
   // (The in-memory structures are freed before the ids are joined.)
   std::vector<std::pair<uint64_t, uint64_t>> hist;
   if (total_edges > c.opt.memory_limit / 2 / kInMemoryMergeBytesPerEdge ||
-      internal::force_external_merge_for_testing) {
+      c.opt.force_external_merge) {
     RETURN_IF_ERROR(MergeExternal(c, readers, stats, dir, &hist));
   } else {
     RETURN_IF_ERROR(MergeInMemory(c, readers, stats, dir, &hist));

@@ -9,7 +9,7 @@
 #      readers; GRIST_FUZZ_TRUSTED_SECONDS, default 20, for the readers of grist's own files), from
 #      a seed corpus of valid inputs made here;
 #   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites
-#      (scripts/tsan_loader.sh, scripts/tsan_ckptio.sh; GRIST_SKIP_TSAN=1 skips).
+#      (scripts/tsan.sh; GRIST_SKIP_TSAN=1 skips).
 # Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
 # GRIST_SANITIZER_LABELS (ctest -L regex, default: every suite), GRIST_SANITIZER_EXCLUDE (ctest -E
 # regex of tests too slow under the sanitizers, or whose memory bound ASan's shadow memory breaks;
@@ -31,7 +31,7 @@ fi
 echo "== ASan+UBSan build (clang) in $BUILD"
 CC=clang CXX=clang++ CXXFLAGS="-fno-sanitize-recover=all" cmake -S . -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIST_SANITIZE=address,undefined,fuzzer-no-link \
-  -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_BENCHMARKS=OFF -DGRIST_BUILD_PYTHON=OFF >/dev/null
+  -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_PYTHON=OFF >/dev/null
 targets=(fuzz_records fuzz_cleaner)
 for s in "${SUITES[@]}"; do
   if [[ -d tests/$s ]]; then targets+=("${s}_test"); fi
@@ -102,7 +102,6 @@ done
 # ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
 if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== ThreadSanitizer: loader and checkpoint writer"
-  scripts/tsan_loader.sh
-  scripts/tsan_ckptio.sh
+  scripts/tsan.sh loader ckptio
 fi
 echo "test_extra: sanitizers and fuzzers passed"

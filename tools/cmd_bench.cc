@@ -29,7 +29,11 @@ Runner Setup(CLI::App* app) {
       runners->emplace_back(sub, [why]() { return absl::InternalError(why); });
     }
   }
-  return [runners]() -> absl::Status {
+  // A bench's own check of its flags (bench::FlagError) is a usage error like CLI11's.
+  auto exit_status = [](absl::Status s) {
+    return bench::IsFlagError(s) ? UsageError(std::string(s.message())) : s;
+  };
+  return [runners, exit_status]() -> absl::Status {
     for (auto& [sub, run] : *runners) {
       if (sub->parsed()) {
         absl::Status fault = bench::MaybeInjectFault(sub->get_name());
@@ -37,9 +41,9 @@ Runner Setup(CLI::App* app) {
         // --sweep over one of the bench's own flags: the harness re-runs it per value.
         if (auto driven = bench::MaybeDriveSweep(
                 sub, bench::BenchArgsOfThisProcess(sub->get_name()))) {
-          return *driven;
+          return exit_status(*driven);
         }
-        return run();
+        return exit_status(run());
       }
     }
     return UsageError("no benchmark named; see grist bench --help");

@@ -21,9 +21,6 @@
 
 namespace grist::dedup::internal {
 
-// Tests set this to run the merge stage's external path whatever the edges' size.
-inline bool force_external_merge_for_testing = false;
-
 struct FileHeader {
   format::Kind kind = format::Kind::kStats;
   uint32_t record_size = 0;  // 0 = variable length (kIds)

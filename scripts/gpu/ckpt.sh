@@ -17,11 +17,11 @@ mkdir -p "$DIR"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 df -hT "$DIR" | tail -1
 echo "== GPU tensors: grist.ckpt vs torch.save/torch.load (${GIB} GiB)"
-PYTHONPATH="$BUILD/python" "$PY" scripts/gpu/ckpt_gpu.py --dir "$DIR" --gib "$GIB"
+PYTHONPATH="$BUILD/python" "$PY" bench/python/gpu/ckpt_gpu.py --dir "$DIR" --gib "$GIB"
 echo "== host path: caller blocked with blocking=False, 4 GiB (C++ writer; target <= 1.2x memcpy)"
 "$BUILD/grist" bench ckpt --dir "$DIR" --size 4G --async --no-peers --repetitions 5 | grep -E "^\|( figure|---| caller blocked| checkpoint write in place)|copy threads"
 echo "== host path: the same through Python, grist.ckpt.save(blocking=False) vs memcpy (4 GiB)"
-PYTHONPATH="$BUILD/python" "$PY" scripts/gpu/ckpt_host_blocked.py --dir "$DIR" --gib 4 --reps 5
+PYTHONPATH="$BUILD/python" "$PY" bench/python/gpu/ckpt_host_blocked.py --dir "$DIR" --gib 4 --reps 5
 echo "== host path: grist bench ckpt (${GIB} GiB, async)"
 "$BUILD/grist" bench ckpt --dir "$DIR" --size "${GIB}G" --async --repetitions 3 --python "$PY"
 echo "== host path: 4 GiB write amplification, synchronous"

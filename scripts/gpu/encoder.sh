@@ -15,6 +15,7 @@
 # The Python peer needs a python3 with sentencepiece (PATH or /usr/bin/python3). Output under $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/gpu/lib.sh
 G=$(realpath "${1:-build/grist}")
 C=$(realpath "${2:-../shared/corpus}")
 [ -x "$G" ] || { echo "$G missing: build first" >&2; exit 1; }
@@ -62,26 +63,7 @@ for d in "$OUT"/enc-*-t*/; do
   fi
 done
 echo "token files: identical for every engine and thread count"
-cat > "$OUT/corpus.toml" <<TOML
-seed = 1234
-[release]
-version = "bench"
-[inputs]
-paths = ["$C/wikinews-en", "$C/wikipedia-en-2015"]
-[clean]
-enabled = true
-[dedup]
-enabled = true
-[tokenizer]
-model = "$MODEL"
-[tokenize]
-add_eos = true
-[pack]
-seq_len = 2048
-strategy = "bestfit"
-[split]
-validation_fraction = 0.01
-TOML
+write_corpus_config "$OUT/corpus.toml" "$C" "$MODEL"
 for t in 1 4 16; do
   echo "== grist build, --threads $t"
   measure "$OUT/build-t$t.rss" \
@@ -90,9 +72,5 @@ for t in 1 4 16; do
   echo "build --threads $t: $w s, $(python3 -c "print(f'{94 / $w:.1f}')") MB/s (94 MB in); $(cat "$OUT/build-t$t.rss")"
 done
 for t in 4 16; do
-  if diff -r -x reports "$OUT/rel-t1" "$OUT/rel-t$t" >/dev/null; then
-    echo "releases at --threads 1 and $t: identical (all but reports/)"
-  else
-    echo "releases at --threads 1 and $t: DIFFER" && exit 1
-  fi
+  compare_releases "$OUT/rel-t1" "$OUT/rel-t$t" "--threads 1 and $t" || exit 1
 done

@@ -15,7 +15,7 @@
 #      CPU-seconds per billion tokens, and the ~9 MB run torchdata's StatefulDataLoader (when
 #      installed) and a blend of 3 releases against one (target: <= 1.1x the cost; look for
 #      "blend of 3 vs one release");
-#   5. scripts/gpu/loader_train_step.py: a GPT-2-small-sized bf16 training step (micro batch
+#   5. bench/python/gpu/loader_train_step.py: a GPT-2-small-sized bf16 training step (micro batch
 #      4 x 4096) fed by grist.Loader vs a tensor already on the GPU (target: overhead <= 0.5 %) and
 #      vs the DataLoader; look for "grist: +X % over a tensor already on the GPU".
 # Environment: PYTHON (default python3), GRIST_GPU_OUT (default gpu-out) for the results.
@@ -67,5 +67,5 @@ if [[ -x "$BUILD/grist" ]]; then
     --output "$OUT" 2>&1 | tee "$OUT/grist_bench_loader_cuda.txt"
 fi
 echo "== 5. Training-step overhead: GPT-2-small bf16, micro batch 4 x 4096"
-"$PY" scripts/gpu/loader_train_step.py --json "$OUT/loader_train_step.json" 2>&1 | tee "$OUT/loader_train_step.txt"
+"$PY" bench/python/gpu/loader_train_step.py --json "$OUT/loader_train_step.json" 2>&1 | tee "$OUT/loader_train_step.txt"
 echo "loader.sh: done; results in $OUT/"

@@ -9,6 +9,7 @@
 # Needs spm_encode on PATH for the peers. Output under $OUT (default /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/gpu/lib.sh
 G=$(realpath "${1:-build/grist}")
 C=$(realpath "${2:-../shared/corpus}")
 [ -x "$G" ] || { echo "$G missing: build first" >&2; exit 1; }
@@ -22,36 +23,12 @@ for t in ${GRIST_TOKENIZE_THREADS:-4 8 16}; do
     --input "$C/wikinews-en" --model "$MODEL" --work "$OUT/work-t$t" --output "$OUT/tokenize-t$t" \
     | sed -n '/^| figure/,/^$/p'
 done
-cat > "$OUT/corpus.toml" <<TOML
-seed = 1234
-[release]
-version = "bench"
-[inputs]
-paths = ["$C/wikinews-en", "$C/wikipedia-en-2015"]
-[clean]
-enabled = true
-[dedup]
-enabled = true
-[tokenizer]
-model = "$MODEL"
-[tokenize]
-add_eos = true
-[pack]
-seq_len = 2048
-strategy = "bestfit"
-[split]
-validation_fraction = 0.01
-TOML
+write_corpus_config "$OUT/corpus.toml" "$C" "$MODEL"
 for t in ${GRIST_BUILD_THREADS:-4 16}; do
   echo "== grist build, --threads $t"
   "$G" build --config "$OUT/corpus.toml" --output "$OUT/rel-t$t" --threads "$t" --quiet
 done
 set -- ${GRIST_BUILD_THREADS:-4 16}
 if [ $# -ge 2 ]; then
-  a=$OUT/rel-t$1 b=$OUT/rel-t$2
-  if diff -r -x reports "$a" "$b" >/dev/null; then
-    echo "releases at --threads $1 and $2: identical (all but reports/)"
-  else
-    echo "releases at --threads $1 and $2: DIFFER" && exit 1
-  fi
+  compare_releases "$OUT/rel-t$1" "$OUT/rel-t$2" "--threads $1 and $2" || exit 1
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
-#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|all
+#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|scaling|all
 # Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
 # or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
 set -uo pipefail
@@ -36,9 +36,9 @@ if [[ $what == ckpt || $what == all ]]; then
   scripts/gpu/ckpt_fsdp.sh 2>&1 | tee "$GRIST_GPU_OUT/ckpt_fsdp_run.txt"
   echo "== sharded checkpoint bench beside DCP / torch.save / safetensors (GPU ranks, then CPU ranks)"
   bdir=${CKPT_BENCH_DIR:-/tmp/grist-ckpt-dist-bench}
-  python3 scripts/gpu/ckpt_dist_bench.py --world "$(nvidia-smi -L | wc -l)" --device cuda \
+  python3 bench/python/gpu/ckpt_dist_bench.py --world "$(nvidia-smi -L | wc -l)" --device cuda \
     --mib "${CKPT_DIST_MIB:-4096}" --dir "$bdir" 2>&1 | grep -v Warning | tee "$GRIST_GPU_OUT/ckpt_dist_bench_cuda.txt"
-  python3 scripts/gpu/ckpt_dist_bench.py --world 4 --device cpu --mib 1024 --dir "$bdir" 2>&1 \
+  python3 bench/python/gpu/ckpt_dist_bench.py --world 4 --device cpu --mib 1024 --dir "$bdir" 2>&1 \
     | grep -v Warning | tee "$GRIST_GPU_OUT/ckpt_dist_bench_cpu.txt"
   rm -rf "$bdir"
 fi
@@ -49,5 +49,9 @@ fi
 if [[ $what == encoder || $what == all ]]; then
   echo "== issue 14: BPE encoder scaling 1-16 threads, build at 1/4/16 threads (identical bytes)"
   scripts/gpu/encoder.sh .devcarry/build/grist 2>&1 | tee "$GRIST_GPU_OUT/encoder.txt"
+fi
+if [[ $what == scaling || $what == all ]]; then
+  echo "== issue 14: per-stage scaling of grist build, 1-16 threads (Amdahl fit, identical bytes)"
+  scripts/gpu/scaling.sh .devcarry/build/grist || failed=1
 fi
 exit $failed

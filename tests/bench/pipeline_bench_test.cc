@@ -141,5 +141,33 @@ TEST_F(PipelineBenchTest, BuildBenchBuildsTheSameReleaseAndTimesEveryStage) {
   EXPECT_FALSE(Env::Default()->IsDirectory(tmp_.Join("w/release")));  // cleaned up
 }
 
+TEST_F(PipelineBenchTest, BuildSweepOverThreadsFitsEveryStageAndChecksTheReleaseBytes) {
+  const std::string config = Config(true);
+  CliRun r = RunGrist("bench build --config " + config +
+                      " --sweep threads=1,2 --repetitions 1 --warmup 0 --quiet --work " +
+                      tmp_.Join("w") + " --output " + tmp_.Join("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The bench sweeps itself (one process), not through the harness's one process per value.
+  EXPECT_THAT(r.output, Not(HasSubstr("Swept by the harness")));
+  EXPECT_THAT(r.output, HasSubstr("### grist bench build: sweep over threads\n"));
+  EXPECT_THAT(r.output, HasSubstr("#### build end to end (MB/s)\n"));
+  EXPECT_THAT(r.output, HasSubstr("#### stage tokenize (input MB/s)\n"));
+  EXPECT_THAT(r.output, HasSubstr("Scaling per stage, threads 1 to 2 (Amdahl's law"));
+  EXPECT_THAT(r.output, HasSubstr("| stage | s at 1 | s at 2 | measured speedup 1->2 | "));
+  for (const char* stage : {"\n| clean | ", "\n| dedup | ", "\n| dedup: signatures | ",
+                            "\n| dedup: merge | ", "\n| dedup: filter | ", "\n| tokenizer | ",
+                            "\n| tokenize | ", "\n| pack+shard | "}) {
+    EXPECT_THAT(r.output, HasSubstr(stage)) << stage;
+  }
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\n(Below 0.8x linear at 2 threads: |No stage "
+                                                 "below 0.8x linear at 2 threads)"));
+  EXPECT_THAT(r.output, HasSubstr("Release bytes identical at threads 1, 2 ("));
+  auto json = ReadFileToString(Env::Default(), tmp_.Join("out/build-0.json"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"sweep_param\": \"threads\""));
+  EXPECT_TRUE(Env::Default()->FileExists(tmp_.Join("out/build-stage-clean.svg")));
+  EXPECT_FALSE(Env::Default()->IsDirectory(tmp_.Join("w/release")));  // cleaned up
+}
+
 }  // namespace
 }  // namespace grist

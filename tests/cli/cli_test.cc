@@ -136,6 +136,24 @@ TEST(CliExitCodes, OtherFailuresExitOne) {
   EXPECT_EQ(c.code(), 1) << c.Describe();
 }
 
+// `grist bench` checks some of its flags itself (a sweep's parameter and values, sizes, bench
+// names): those are usage errors too, refused before any work.
+TEST(CliExitCodes, BenchFlagErrorsExitTwo) {
+  TempDir t;
+  ExpectUsageError({"bench", "fs", "--bad-flag"}, "--bad-flag");
+  ExpectUsageError({"bench", "no-such-bench"}, "subcommand");
+  ExpectUsageError({"bench", "fs", "--sweep", "block_size="}, "no values given");
+  ExpectUsageError({"bench", "fs", "--sweep", "threads"}, "expected PARAM=v1,v2,...");
+  ExpectUsageError({"bench", "fs", "--sweep", "threads=1,2"}, "cannot sweep 'threads'");
+  ExpectUsageError({"bench", "build", "--sweep", "threads=1,x"}, "'x' is not a positive integer");
+  ExpectUsageError({"bench", "build", "--sweep", "threads=0,2"}, "'0' is not a positive integer");
+  ExpectUsageError({"bench", "ckpt", "--size", "12x"}, "bad size '12x'");
+  ExpectUsageError({"bench", "ckpt", "--block-size", "5000"}, "multiple of 4096");
+  ExpectUsageError({"bench", "all"}, "needs --output");
+  ExpectUsageError({"bench", "all", "--only", "nosuch", "--output", t.Join("o")}, "--only");
+  ExpectUsageError({"bench", "all", "--sweep", "threads=1,2", "--output", t.Join("o")}, "one bench");
+}
+
 TEST(CliExitCodes, CkptVerifyFindingBadDataExitsThree) {
   TempDir t;
   auto w = ckptio::FileWriter::Create(ckptio::WriterOptions{});

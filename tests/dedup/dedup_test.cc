@@ -619,9 +619,6 @@ TEST(Dedup, ForcedExternalMergeMatchesTheInMemoryOneOnVariedCorpora) {
       {"chains", ChainCorpus(12, 5, 7), true, false},
       {"no-duplicates", distinct, true, false},
   };
-  struct Reset {
-    ~Reset() { internal::force_external_merge_for_testing = false; }
-  } reset;
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     const std::string input = tmp.Join(k.name + ".jsonl");
@@ -633,12 +630,10 @@ TEST(Dedup, ForcedExternalMergeMatchesTheInMemoryOneOnVariedCorpora) {
     // 4 MB: the in-memory merge still fits (13,107 edges), and the external one's sort buffers
     // stay small (reserving them is slow under AddressSanitizer).
     o.memory_limit = 4 << 20;
-    internal::force_external_merge_for_testing = false;
     auto r1 = RunDedup(Env::Default(), {input}, tmp.Join(k.name + "-mem"), o, Quiet(1));
     ASSERT_TRUE(r1.ok()) << r1.status();
-    internal::force_external_merge_for_testing = true;
+    o.force_external_merge = true;
     auto r2 = RunDedup(Env::Default(), {input}, tmp.Join(k.name + "-ext"), o, Quiet(2));
-    internal::force_external_merge_for_testing = false;
     ASSERT_TRUE(r2.ok()) << r2.status();
     EXPECT_EQ(r1->merge_rounds, 0u);
     if (k.name == "no-duplicates") {

@@ -3,7 +3,7 @@ side stream into pinned staging, overlapped with O_DIRECT io_uring writes) and l
 GPU, beside the peers measured in the same run: the bare device-to-host copy into pinned memory (the
 snapshot floor), torch.save (+fsync) and torch.load(map_location="cuda").
 
-    PYTHONPATH=build/python python3 scripts/gpu/ckpt_gpu.py --dir /tmp/ckpt-bench --gib 8
+    PYTHONPATH=build/python python3 bench/python/gpu/ckpt_gpu.py --dir /tmp/ckpt-bench --gib 8
 """
 
 import argparse

@@ -2,8 +2,8 @@
 """Multi-process checkpoint bench: grist.ckpt beside DCP's FileSystemWriter, torch.save and
 safetensors, on the same sharded state (a DTensor per "layer", Shard(0) over all ranks).
 
-    PYTHONPATH=build/python python3 scripts/gpu/ckpt_dist_bench.py --world 2 --mib 256 --dir /tmp/b
-    python3 scripts/gpu/ckpt_dist_bench.py --world 8 --mib 4096 --device cuda --dir /mnt/nvme/b
+    PYTHONPATH=build/python python3 bench/python/gpu/ckpt_dist_bench.py --world 2 --mib 256 --dir /tmp/b
+    python3 bench/python/gpu/ckpt_dist_bench.py --world 8 --mib 4096 --device cuda --dir /mnt/nvme/b
 
 Per method, the slowest rank's seconds: `blocked` (the call returned: training may go on) and
 `durable` (every file fsynced and, for checkpoints, published). Then a load at the same placements

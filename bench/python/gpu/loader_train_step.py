@@ -12,7 +12,7 @@ Each round times --steps steps after --warmup steps (torch.cuda.synchronize arou
 span); the figure is the median step time per feed over --rounds rounds, and the overhead is
 median(feed) / median(tensor) - 1. Target: grist <= 0.5 %.
 
-    PYTHONPATH=build/python python3 scripts/gpu/loader_train_step.py [--json out.json]
+    PYTHONPATH=build/python python3 bench/python/gpu/loader_train_step.py [--json out.json]
 """
 
 import argparse

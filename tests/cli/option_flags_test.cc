@@ -179,5 +179,50 @@ TEST(OptionFlags, CleanDefaultsAreTheStructsInitializers) {
   EXPECT_EQ(clean::CleanOptions::Table().Values(clean::CleanOptions()), described);
 }
 
+TEST(OptionFlags, DedupHelpListsEveryOptionWithItsDefault) {
+  ExpectHelpListsEveryOption("dedup", dedup::DedupOptions::Table().Describe());
+}
+
+TEST(OptionFlags, DedupFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<dedup::DedupOptions>(dedup::DedupOptions::Table(),
+                                              dedup::DedupOptions::FromConfig);
+}
+
+TEST(OptionFlags, DedupFlagsOfBeforeTheTableStillWork) {
+  // Scripts written for the flags `grist dedup` had before its table: same names, same meaning.
+  CLI::App app("t");
+  tools::ConfigFlags flags;
+  flags.Add(&app, dedup::DedupOptions::Table().Describe());
+  const char* argv[] = {"t",          "--no-verify",    "--no-exact",      "--no-near",
+                        "--line-dedup", "--keep-work",  "--memory-limit",  "64",
+                        "--threshold", "0.7",           "--seed",          "18446744073709551615",
+                        "--exact-normalize", "lower",   "--shingle",       "char",
+                        "--ngram",     "4",             "--num-perm",      "64",
+                        "--work-dir",  "w",             "--text-field",    "body",
+                        "--txt-mode",  "blocks"};
+  ASSERT_NO_THROW(app.parse(static_cast<int>(std::size(argv)), const_cast<char**>(argv)));
+  Config config;
+  flags.ApplyTo(&config);
+  auto o = dedup::DedupOptions::FromConfig(config);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->verify);
+  EXPECT_FALSE(o->exact);
+  EXPECT_FALSE(o->near);
+  EXPECT_TRUE(o->line_dedup);
+  EXPECT_TRUE(o->keep_work);
+  EXPECT_EQ(o->memory_limit, 64ull << 20);
+  EXPECT_EQ(o->threshold, 0.7);
+  EXPECT_EQ(o->bands, 0);  // a threshold alone: automatic bands x rows, as before
+  EXPECT_EQ(o->rows, 0);
+  EXPECT_EQ(o->seed, 18446744073709551615ull);
+  EXPECT_EQ(o->exact_normalize, dedup::ExactNormalize::kLower);
+  EXPECT_EQ(o->shingle.kind, dedup::ShingleKind::kChar);
+  EXPECT_EQ(o->shingle.n, 4);
+  EXPECT_EQ(o->num_perm, 64);
+  EXPECT_EQ(o->work_dir, "w");
+  EXPECT_EQ(o->input.text_field, "body");
+  EXPECT_EQ(o->input.txt_mode, "blocks");
+}
+
 }  // namespace
 }  // namespace grist

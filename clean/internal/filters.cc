@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -140,18 +141,45 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
   keys.clear();
   // Paragraphs: re.split(r"\n{2,}", text.strip()).
   {
+    // keys: (hash, begin << 32 | length) of each paragraph in s; a paragraph's code points are
+    // counted only when it is a duplicate, and one paragraph alone has none: no hash needed.
     std::string_view s = StripAscii(text);
     size_t pos = 0;
-    while (true) {
-      size_t brk = s.find("\n\n", pos);
+    const bool one = Find(s, "\n\n", 0) == std::string_view::npos;
+    while (!one) {
+      size_t brk = Find(s, "\n\n", pos);
       std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
-      keys.emplace_back(Hash64(para), CodePoints(para));
+      keys.emplace_back(Hash64(para), static_cast<uint64_t>(pos) << 32 | para.size());
       if (brk == std::string_view::npos) break;
       pos = brk;
       while (pos < s.size() && s[pos] == '\n') ++pos;
     }
-    auto [dups, dup_chars] = FindDuplicates(table, keys);
-    if (o.dup_para_frac > 0 && static_cast<double>(dups) / keys.size() > o.dup_para_frac) {
+    uint64_t dups = 0, dup_chars = 0;
+    if (!one && s.size() < (uint64_t{1} << 32)) {
+      table->Reset(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        auto* slot = table->Find(keys[i].first, static_cast<uint32_t>(i));
+        if (slot->count() > 0) {
+          ++dups;
+          dup_chars += CodePoints(s.substr(keys[i].second >> 32, keys[i].second & 0xFFFFFFFFu));
+        }
+        slot->Increment();
+      }
+    } else if (!one) {  // 4 GB and more: hash and count as they come
+      std::vector<std::pair<uint64_t, uint64_t>> big;
+      pos = 0;
+      while (true) {
+        size_t brk = Find(s, "\n\n", pos);
+        std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
+        big.emplace_back(Hash64(para), CodePoints(para));
+        if (brk == std::string_view::npos) break;
+        pos = brk;
+        while (pos < s.size() && s[pos] == '\n') ++pos;
+      }
+      std::tie(dups, dup_chars) = FindDuplicates(table, big);
+    }
+    const size_t paragraphs = one ? 1 : keys.size();
+    if (o.dup_para_frac > 0 && static_cast<double>(dups) / paragraphs > o.dup_para_frac) {
       return "dup_para_frac";
     }
     if (o.dup_para_char_frac > 0 && dup_chars / len > o.dup_para_char_frac) {

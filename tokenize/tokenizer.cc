@@ -39,27 +39,6 @@ std::string_view EngineName(Engine e) {
   return e == Engine::kGrist ? "grist" : "sentencepiece";
 }
 
-absl::StatusOr<EncodeOptions> EncodeOptions::FromConfig(const Config& config) {
-  EncodeOptions o;
-  ASSIGN_OR_RETURN(std::string engine, config.GetString("tokenize.engine", "grist"));
-  auto e = ParseEngine(engine);
-  if (!e.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config ", config.source(),
-                                                   ": key 'tokenize.engine': ", e.status().message()));
-  }
-  o.engine = *e;
-  ASSIGN_OR_RETURN(o.add_bos, config.GetBool("tokenize.add_bos", o.add_bos));
-  ASSIGN_OR_RETURN(o.add_eos, config.GetBool("tokenize.add_eos", o.add_eos));
-  ASSIGN_OR_RETURN(int64_t pb, config.GetInt("tokenize.piece_bytes",
-                                             static_cast<int64_t>(o.piece_bytes)));
-  if (pb < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config ", config.source(), ": key 'tokenize.piece_bytes': must be >= 0"));
-  }
-  o.piece_bytes = static_cast<uint64_t>(pb);
-  return o;
-}
-
 size_t FindCut(std::string_view text, size_t target) {
   auto ok = [&](size_t i) {
     return i > 0 && i + 1 < text.size() && text[i] == ' ' && IsPrintableAscii(text[i - 1]) &&

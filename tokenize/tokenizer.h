@@ -56,8 +56,7 @@ struct EncodeOptions {
   bool add_eos = true;
   // Target size of the pieces a long document is encoded in (see above). 0 = never cut.
   uint64_t piece_bytes = 1 << 20;
-  // Reads "tokenize.engine", "tokenize.add_bos", "tokenize.add_eos", "tokenize.piece_bytes".
-  static absl::StatusOr<EncodeOptions> FromConfig(const Config& config);
+  // Read from the config with the stage's other options: EncodeStageOptions (encode.h).
 };
 
 class Tokenizer {

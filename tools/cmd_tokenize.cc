@@ -10,6 +10,7 @@
 #include "tokenize/encode.h"
 #include "tokenize/tokenizer.h"
 #include "tools/command.h"
+#include "tools/option_flags.h"
 
 namespace grist::tools {
 namespace {
@@ -23,8 +24,7 @@ struct TokenizeFlags {
   int vocab_size = 0;
   std::string model_type;
   int64_t seed = -1;
-  bool no_eos = false, bos = false;
-  std::string engine;
+  ConfigFlags encode_options;  // one per key of EncodeStageOptions::Table()
 };
 
 Runner Setup(CLI::App* app) {
@@ -47,13 +47,9 @@ Runner Setup(CLI::App* app) {
   encode->add_option("--model", f->model, "SentencePiece model")->required();
   encode->add_option("--input", f->inputs, "Input files or folders")->required();
   encode->add_option("--output", f->output, "Output folder")->required();
-  encode->add_option("--config", f->config, "Config for [tokenize] (add_bos, add_eos, piece_bytes)");
-  encode->add_option("--engine", f->engine,
-                     "grist (default: grist's own BPE encoder where it is exact, else SentencePiece) "
-                     "or sentencepiece (always the library); sets tokenize.engine")
-      ->check(CLI::IsMember({"grist", "sentencepiece"}));
-  encode->add_flag("--bos", f->bos, "Prepend BOS to every document");
-  encode->add_flag("--no-eos", f->no_eos, "Do not append EOS");
+  encode->add_option("--config", f->config,
+                     "Config for [tokenize]; the flags below override it");
+  f->encode_options.Add(encode, tokenize::EncodeStageOptions::Table().Describe());
   AddCommonFlags(encode, &f->common, /*with_tasks=*/true);
 
   return [f, train]() -> absl::Status {
@@ -81,11 +77,9 @@ Runner Setup(CLI::App* app) {
       return MaybeWriteJson(f->common, rep.ToJson());
     }
     RETURN_IF_ERROR(ResolveTasks(&f->common));
-    if (!f->engine.empty()) config.SetString("tokenize.engine", f->engine);
+    f->encode_options.ApplyTo(&config);
     ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
     opts.model_path = f->model;
-    if (f->bos) opts.encode.add_bos = true;
-    if (f->no_eos) opts.encode.add_eos = false;
     RunOptions run;
     run.threads = f->common.threads;
     run.task = f->common.task;

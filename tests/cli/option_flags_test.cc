@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/option_table.h"
 #include "dedup/dedup.h"
+#include "tokenize/encode.h"
 #include "tools/option_flags.h"
 
 namespace grist {
@@ -186,6 +187,15 @@ TEST(OptionFlags, DedupHelpListsEveryOptionWithItsDefault) {
 TEST(OptionFlags, DedupFlagEqualsConfig) {
   ExpectFlagEqualsConfig<dedup::DedupOptions>(dedup::DedupOptions::Table(),
                                               dedup::DedupOptions::FromConfig);
+}
+
+TEST(OptionFlags, TokenizeEncodeHelpListsEveryOptionWithItsDefault) {
+  ExpectHelpListsEveryOption("tokenize encode", tokenize::EncodeStageOptions::Table().Describe());
+}
+
+TEST(OptionFlags, TokenizeEncodeFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<tokenize::EncodeStageOptions>(tokenize::EncodeStageOptions::Table(),
+                                                       tokenize::EncodeStageOptions::FromConfig);
 }
 
 TEST(OptionFlags, DedupFlagsOfBeforeTheTableStillWork) {

@@ -61,6 +61,7 @@ struct OptionInfo {
   std::string default_text;          // the default, as a flag would spell it
   std::vector<std::string> choices;  // kEnum: the accepted values
   OptionBounds bounds;               // kInt, kDouble
+  bool required = false;             // the config (or the flag) must give it; no default
 };
 
 namespace option_internal {
@@ -231,6 +232,11 @@ class OptionTable {
     entries_.back().info.flags = std::move(names);
     return *this;
   }
+  // The option added last has no default: Read fails with NotFound when the config lacks it.
+  OptionTable& Required() {
+    entries_.back().info.required = true;
+    return *this;
+  }
   // Leaves the option added last out of WriteJson (where a report's format predates it).
   OptionTable& NotInJson() {
     entries_.back().in_json = false;
@@ -241,6 +247,9 @@ class OptionTable {
   // leaves the field as it is. Stops at the first error.
   absl::Status Read(const Config& config, T* options) const {
     for (const Entry& e : entries_) {
+      if (e.info.required && !config.Has(e.info.key)) {
+        return config.RequireString(e.info.key).status();  // NotFound naming the key
+      }
       absl::Status s = e.read(config, options);
       if (!s.ok()) return s;
     }
@@ -254,7 +263,7 @@ class OptionTable {
     out.reserve(entries_.size());
     for (const Entry& e : entries_) {
       out.push_back(e.info);
-      out.back().default_text = e.text(defaults);
+      if (!e.info.required) out.back().default_text = e.text(defaults);
     }
     return out;
   }

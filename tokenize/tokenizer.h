@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 
 namespace grist::tokenize::internal {
 class BpeEncoder;
@@ -125,7 +126,11 @@ struct TrainOptions {
   uint64_t max_sentence_length = 16384;
   uint64_t seed = 0;
   int bos_id = 1, eos_id = 2, unk_id = 0, pad_id = -1;
-  // Reads the "tokenizer.*" section; "seed" is the top-level key.
+  // Every option of the "tokenizer.*" section and the top-level "seed" (key, flag of `grist
+  // tokenize train`, default: the initializers above, help, range), declared once in tokenizer.cc.
+  // tokenizer.vocab_size is required, and FromConfig requires seed.
+  static const OptionTable<TrainOptions>& Table();
+  // Reads the keys of Table(); ids must be below vocab_size.
   static absl::StatusOr<TrainOptions> FromConfig(const Config& config);
 };
 

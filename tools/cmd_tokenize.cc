@@ -21,9 +21,7 @@ struct TokenizeFlags {
   std::vector<std::string> inputs;
   std::string output;
   std::string model;
-  int vocab_size = 0;
-  std::string model_type;
-  int64_t seed = -1;
+  ConfigFlags train_options;  // one per key of TrainOptions::Table()
   ConfigFlags encode_options;  // one per key of EncodeStageOptions::Table()
 };
 
@@ -31,15 +29,12 @@ Runner Setup(CLI::App* app) {
   auto f = std::make_shared<TokenizeFlags>();
   app->require_subcommand(1);
   CLI::App* train = app->add_subcommand("train", "Train the SentencePiece tokenizer on documents");
-  train->add_option("--config", f->config, "Release config (reads [tokenizer] and seed)");
+  train->add_option("--config", f->config,
+                   "Release config (reads [tokenizer] and seed); the flags below override it");
   train->add_option("--input", f->inputs, "Input files or folders (default: the config's inputs)");
   train->add_option("--output", f->output, "Where to write the model (e.g. tokenizer.model)")
       ->required();
-  train->add_option("--vocab-size", f->vocab_size, "Override tokenizer.vocab_size")
-      ->check(CLI::PositiveNumber);
-  train->add_option("--model-type", f->model_type, "Override tokenizer.model_type")
-      ->check(CLI::IsMember({"bpe", "unigram", "word", "char"}));
-  train->add_option("--seed", f->seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
+  f->train_options.Add(train, tokenize::TrainOptions::Table().Describe());
   AddCommonFlags(train, &f->common, /*with_tasks=*/false);
 
   CLI::App* encode = app->add_subcommand(
@@ -59,9 +54,7 @@ Runner Setup(CLI::App* app) {
       ASSIGN_OR_RETURN(config, Config::FromFile(env, f->config));
     }
     if (train->parsed()) {
-      if (f->vocab_size > 0) config.SetInt("tokenizer.vocab_size", f->vocab_size);
-      if (!f->model_type.empty()) config.SetString("tokenizer.model_type", f->model_type);
-      if (f->seed >= 0) config.SetInt("seed", f->seed);
+      f->train_options.ApplyTo(&config);
       if (!config.Has("seed")) config.SetInt("seed", 0);
       ASSIGN_OR_RETURN(auto opts, tokenize::TrainOptions::FromConfig(config));
       std::vector<std::string> inputs = f->inputs;

@@ -34,6 +34,7 @@ void CheckBounds(CLI::Option* opt, const OptionInfo& info) {
 }  // namespace
 
 std::string OptionHelp(const OptionInfo& info) {
+  if (info.required) return absl::StrCat(info.help, " (required; config: ", info.key, ")");
   return absl::StrCat(info.help, " (default: ",
                       info.default_text.empty() ? "\"\"" : info.default_text,
                       "; config: ", info.key, ")");

@@ -27,7 +27,7 @@
 
 namespace grist::tools {
 
-// The help text of an option: "<help> (default: <default>; config: <key>)".
+// The help text of an option: "<help> (default: <default>; config: <key>)", or "(required; ...)".
 std::string OptionHelp(const OptionInfo& info);
 
 class ConfigFlags {

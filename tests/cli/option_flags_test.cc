@@ -19,6 +19,7 @@
 #include "common/option_table.h"
 #include "dedup/dedup.h"
 #include "tokenize/encode.h"
+#include "tokenize/tokenizer.h"
 #include "tools/option_flags.h"
 
 namespace grist {
@@ -63,8 +64,9 @@ void ExpectHelpListsEveryOption(const std::string& command, const std::vector<Op
     EXPECT_EQ(Count(help, "config: " + o.key + ")"), 1u) << command << ": " << o.key;
     const std::string text = tools::OptionHelp(o);
     EXPECT_TRUE(absl::StrContains(help, text)) << command << ": " << text;
-    EXPECT_TRUE(absl::StrContains(text, "(default: " +
-                                             (o.default_text.empty() ? "\"\"" : o.default_text)))
+    EXPECT_TRUE(absl::StrContains(
+        text, o.required ? std::string("(required; ")
+                         : "(default: " + (o.default_text.empty() ? "\"\"" : o.default_text)))
         << text;
   }
   EXPECT_GT(with_flags, 0) << command;
@@ -79,7 +81,7 @@ std::vector<std::pair<std::string, std::string>> OtherValues(const OptionInfo& o
       break;
     case OptionKind::kInt:
     case OptionKind::kUint: {
-      const int64_t d = std::stoll(o.default_text);
+      const int64_t d = o.required ? static_cast<int64_t>(o.bounds.min) : std::stoll(o.default_text);
       for (int64_t x : {d + 1, d - 1, d + 7, d * 2}) {
         if (x == d || x < o.bounds.min || x > o.bounds.max) continue;
         if (o.kind == OptionKind::kUint && x < 0) continue;
@@ -113,11 +115,22 @@ std::vector<std::pair<std::string, std::string>> OtherValues(const OptionInfo& o
   return v;
 }
 
+// `base`: (key, TOML value) of keys the stage requires, in both configs unless under test.
 template <typename T>
 void ExpectFlagEqualsConfig(const OptionTable<T>& table,
-                            const std::function<absl::StatusOr<T>(const Config&)>& from_config) {
+                            const std::function<absl::StatusOr<T>(const Config&)>& from_config,
+                            const std::vector<std::pair<std::string, std::string>>& base = {}) {
   const std::vector<OptionInfo> infos = table.Describe();
-  auto defaults = from_config(Config());
+  auto base_toml = [&](const std::string& except) {
+    std::string t;
+    for (const auto& [k, v] : base) {
+      if (k != except) absl::StrAppend(&t, k, " = ", v, "\n");
+    }
+    return t;
+  };
+  auto base_config = Config::FromString(base_toml(""), "base.toml");
+  ASSERT_TRUE(base_config.ok());
+  auto defaults = from_config(*base_config);
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   const auto default_values = table.Values(*defaults);
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -125,7 +138,8 @@ void ExpectFlagEqualsConfig(const OptionTable<T>& table,
     if (o.flags.empty()) continue;
     bool checked = false;
     for (const auto& [toml, flag] : OtherValues(o)) {
-      auto file = Config::FromString(absl::StrCat(o.key, " = ", toml, "\n"), "t.toml");
+      auto file =
+          Config::FromString(absl::StrCat(base_toml(o.key), o.key, " = ", toml, "\n"), "t.toml");
       ASSERT_TRUE(file.ok()) << file.status();
       auto by_config = from_config(*file);
       if (!by_config.ok()) continue;  // a value the stage's own checks refuse: try the next
@@ -144,13 +158,16 @@ void ExpectFlagEqualsConfig(const OptionTable<T>& table,
       ASSERT_NO_THROW(app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data())))
           << absl::StrJoin(args, " ");
       EXPECT_TRUE(flags.Given(o.key));
-      Config config;
-      flags.ApplyTo(&config);
-      auto by_flag = from_config(config);
+      auto config = Config::FromString(base_toml(o.key), "base.toml");
+      ASSERT_TRUE(config.ok());
+      flags.ApplyTo(&*config);
+      auto by_flag = from_config(*config);
       ASSERT_TRUE(by_flag.ok()) << absl::StrJoin(args, " ") << ": " << by_flag.status();
       const auto a = table.Values(*by_config), b = table.Values(*by_flag);
       EXPECT_EQ(a, b) << o.key << " = " << toml << " vs " << absl::StrJoin(args, " ");
-      EXPECT_NE(a[i].second, default_values[i].second) << o.key << " = " << toml;
+      if (!o.required) {
+        EXPECT_NE(a[i].second, default_values[i].second) << o.key << " = " << toml;
+      }
       checked = true;
       break;
     }
@@ -196,6 +213,16 @@ TEST(OptionFlags, TokenizeEncodeHelpListsEveryOptionWithItsDefault) {
 TEST(OptionFlags, TokenizeEncodeFlagEqualsConfig) {
   ExpectFlagEqualsConfig<tokenize::EncodeStageOptions>(tokenize::EncodeStageOptions::Table(),
                                                        tokenize::EncodeStageOptions::FromConfig);
+}
+
+TEST(OptionFlags, TokenizeTrainHelpListsEveryOptionWithItsDefault) {
+  ExpectHelpListsEveryOption("tokenize train", tokenize::TrainOptions::Table().Describe());
+}
+
+TEST(OptionFlags, TokenizeTrainFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<tokenize::TrainOptions>(tokenize::TrainOptions::Table(),
+                                                 tokenize::TrainOptions::FromConfig,
+                                                 {{"tokenizer.vocab_size", "1000"}, {"seed", "5"}});
 }
 
 TEST(OptionFlags, DedupFlagsOfBeforeTheTableStillWork) {

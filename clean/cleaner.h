@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 #include "common/records.h"
 
 namespace grist {
@@ -114,7 +115,12 @@ struct CleanOptions {
   FileErrorPolicy on_file_error = FileErrorPolicy::kStop;
   uint64_t split_bytes = 32ull << 20;  // largest split (BalancedSplitBytes); never changes the output
 
-  // Reads section "clean.*" (docs/clean.md lists every key). Unknown values of enumerations are
+  // Every option of section "clean.*": key, flag, default (the initializers above), help, range.
+  // clean/options.cc declares them; FromConfig, the flags of `grist clean` and OptionsJson all come
+  // from it (common/option_table.h).
+  static const OptionTable<CleanOptions>& Table();
+  // Reads section "clean.*" (docs/clean.md lists every key). A value of the wrong type, out of
+  // range or not among an enumeration's, and a key under "clean." that is not in Table(), are
   // InvalidArgument naming the key.
   static absl::StatusOr<CleanOptions> FromConfig(const Config& config);
   // Every filter off, normalization only.

@@ -24,11 +24,6 @@ std::string TaskPrefix(int task, int tasks) {
 
 namespace {
 
-const char* Utf8PolicyName(Utf8Policy p) { return p == Utf8Policy::kRepair ? "repair" : "reject"; }
-const char* NormalizationName(Normalization n) {
-  return n == Normalization::kNfc ? "nfc" : n == Normalization::kNfkc ? "nfkc" : "none";
-}
-
 struct RejectedDoc {
   Document doc;
   std::string extra;  // "reasons":[...] (+ "error")
@@ -191,55 +186,7 @@ absl::Status RemoveStaleParts(Env* env, const std::string& dir, const std::strin
 std::string OptionsJson(const CleanOptions& o) {
   JsonWriter w(0);
   w.BeginObject();
-  w.Field("utf8", Utf8PolicyName(o.utf8));
-  w.Field("normalization", NormalizationName(o.normalization));
-  w.Field("strip_bom", o.strip_bom).Field("remove_control", o.remove_control);
-  w.Field("whitespace", o.normalize_whitespace);
-  w.Field("text_field", o.input.text_field).Field("txt_mode", o.input.txt_mode);
-  w.Field("max_record_bytes", o.input.max_record_bytes);
-  w.Field("on_file_error", o.on_file_error == FileErrorPolicy::kStop ? "stop" : "skip");
-  w.Key("length").BeginObject().Field("enabled", o.length.enabled);
-  w.Field("min_chars", o.length.min_chars).Field("max_chars", o.length.max_chars).EndObject();
-  const auto& r = o.gopher_repetition;
-  w.Key("gopher_repetition").BeginObject().Field("enabled", r.enabled);
-  w.Field("dup_line_frac", r.dup_line_frac).Field("dup_para_frac", r.dup_para_frac);
-  w.Field("dup_line_char_frac", r.dup_line_char_frac);
-  w.Field("dup_para_char_frac", r.dup_para_char_frac);
-  for (int n = 2; n <= 4; ++n) w.Field(absl::StrCat("top_", n, "_gram_frac"), r.top_n_gram[n - 2]);
-  for (int n = 5; n <= 10; ++n) w.Field(absl::StrCat("dup_", n, "_gram_frac"), r.dup_n_gram[n - 5]);
-  w.EndObject();
-  const auto& q = o.gopher_quality;
-  w.Key("gopher_quality").BeginObject().Field("enabled", q.enabled);
-  w.Field("min_doc_words", q.min_doc_words).Field("max_doc_words", q.max_doc_words);
-  w.Field("min_avg_word_length", q.min_avg_word_length);
-  w.Field("max_avg_word_length", q.max_avg_word_length);
-  w.Field("max_symbol_word_ratio", q.max_symbol_word_ratio);
-  w.Field("max_bullet_lines_ratio", q.max_bullet_lines_ratio);
-  w.Field("max_ellipsis_lines_ratio", q.max_ellipsis_lines_ratio);
-  w.Field("max_non_alpha_words_ratio", q.max_non_alpha_words_ratio);
-  w.Field("min_stop_words", q.min_stop_words);
-  w.Key("stop_words").BeginArray();
-  for (const auto& s : q.stop_words) w.String(s);
-  w.EndArray().EndObject();
-  const auto& c = o.c4;
-  w.Key("c4").BeginObject().Field("enabled", c.enabled);
-  w.Field("remove_citations", c.remove_citations);
-  w.Field("filter_no_terminal_punct", c.filter_no_terminal_punct);
-  w.Field("min_num_sentences", c.min_num_sentences);
-  w.Field("min_words_per_line", c.min_words_per_line);
-  w.Field("max_word_length", c.max_word_length);
-  w.Field("filter_lorem_ipsum", c.filter_lorem_ipsum);
-  w.Field("filter_javascript", c.filter_javascript);
-  w.Field("filter_curly_bracket", c.filter_curly_bracket);
-  w.Field("filter_policy", c.filter_policy).EndObject();
-  const auto& f = o.fineweb;
-  w.Key("fineweb").BeginObject().Field("enabled", f.enabled);
-  w.Field("line_punct_thr", f.line_punct_thr);
-  w.Field("line_punct_exclude_zero", f.line_punct_exclude_zero);
-  w.Field("short_line_thr", f.short_line_thr);
-  w.Field("short_line_length", f.short_line_length);
-  w.Field("char_duplicates_ratio", f.char_duplicates_ratio);
-  w.Field("new_line_ratio", f.new_line_ratio).EndObject();
+  CleanOptions::Table().WriteJson(o, &w);
   w.EndObject();
   return w.Take();
 }

@@ -217,6 +217,13 @@ absl::StatusOr<int64_t> Config::GetInt(std::string_view key, int64_t def) const 
 }
 
 absl::StatusOr<double> Config::GetDouble(std::string_view key, double def) const {
+  GRIST_CONFIG_OVERRIDE(double)
+  if (auto it = impl_->overrides.find(std::string(key)); it != impl_->overrides.end()) {
+    if (auto* v = std::get_if<int64_t>(&it->second)) {
+      impl_->resolved[std::string(key)] = static_cast<double>(*v);
+      return static_cast<double>(*v);
+    }
+  }
   const toml::node* n = Find(impl_->table, key);
   double v = def;
   if (n) {
@@ -229,6 +236,7 @@ absl::StatusOr<double> Config::GetDouble(std::string_view key, double def) const
 }
 
 absl::StatusOr<bool> Config::GetBool(std::string_view key, bool def) const {
+  GRIST_CONFIG_OVERRIDE(bool)
   const toml::node* n = Find(impl_->table, key);
   bool v = def;
   if (n) {
@@ -253,6 +261,7 @@ absl::StatusOr<std::string> Config::GetString(std::string_view key, std::string 
 
 absl::StatusOr<std::vector<std::string>> Config::GetStringList(
     std::string_view key, std::vector<std::string> def) const {
+  GRIST_CONFIG_OVERRIDE(std::vector<std::string>)
   const toml::node* n = Find(impl_->table, key);
   std::vector<std::string> v = std::move(def);
   if (n) {
@@ -297,6 +306,15 @@ void Config::SetString(std::string_view key, std::string value) {
 }
 void Config::SetInt(std::string_view key, int64_t value) {
   impl_->overrides[std::string(key)] = value;
+}
+void Config::SetDouble(std::string_view key, double value) {
+  impl_->overrides[std::string(key)] = value;
+}
+void Config::SetBool(std::string_view key, bool value) {
+  impl_->overrides[std::string(key)] = value;
+}
+void Config::SetStringList(std::string_view key, std::vector<std::string> value) {
+  impl_->overrides[std::string(key)] = std::move(value);
 }
 
 namespace {

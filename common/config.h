@@ -53,6 +53,9 @@ class Config {
   // Overrides a value (e.g. from a command-line flag); recorded like a file value.
   void SetString(std::string_view key, std::string value);
   void SetInt(std::string_view key, int64_t value);
+  void SetDouble(std::string_view key, double value);  // GetDouble also takes a SetInt value
+  void SetBool(std::string_view key, bool value);
+  void SetStringList(std::string_view key, std::vector<std::string> value);
 
   // The resolved values read so far, as a canonical JSON object (keys sorted, nested by section).
   std::string ResolvedJson(int indent = 2) const;

@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 #include "common/records.h"
 #include "common/stage.h"
 #include "dedup/minhash.h"
@@ -95,9 +96,10 @@ struct DedupOptions {
   InputOptions input;
   OutputOptions output;
 
-  // Reads "dedup.*": exact, exact_normalize ("none"|"whitespace"|"lower"), near, shingle
-  // ("word"|"char"), ngram, num_perm, bands, rows, threshold, verify, seed, line_dedup,
-  // memory_limit_mb, work_dir, keep_work, text_field, txt_mode. A threshold without bands/rows
+  // Every option of section "dedup.*" (key, flag of `grist dedup`, default: the initializers
+  // above, help, range), declared once in dedup_options.cc (common/option_table.h).
+  static const OptionTable<DedupOptions>& Table();
+  // Reads "dedup.*" (the keys of Table()), then Validate(). A threshold without bands/rows
   // selects bands x rows automatically.
   static absl::StatusOr<DedupOptions> FromConfig(const Config& config);
   // InvalidArgument naming the bad option.

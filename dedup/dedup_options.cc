@@ -39,12 +39,47 @@ namespace grist::dedup {
 
 namespace {
 
-absl::StatusOr<ExactNormalize> ParseExactNormalize(const std::string& s) {
-  if (s == "none") return ExactNormalize::kNone;
-  if (s == "whitespace") return ExactNormalize::kWhitespace;
-  if (s == "lower") return ExactNormalize::kLower;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dedup.exact_normalize: expected none, whitespace or lower, got '", s, "'"));
+OptionTable<DedupOptions>* BuildTable() {
+  auto* t = new OptionTable<DedupOptions>("dedup.");
+  t->Bool("dedup.exact", GRIST_OPTION_FIELD(exact), "Exact (XXH3-128) dedup");
+  t->Enum("dedup.exact_normalize", GRIST_OPTION_FIELD(exact_normalize),
+          "Text normalization before the exact hash",
+          std::vector<std::pair<std::string, ExactNormalize>>{
+              {"none", ExactNormalize::kNone},
+              {"whitespace", ExactNormalize::kWhitespace},
+              {"lower", ExactNormalize::kLower}});
+  t->Bool("dedup.near", GRIST_OPTION_FIELD(near), "Near-duplicate (MinHash LSH) dedup");
+  t->Enum("dedup.shingle", GRIST_OPTION_FIELD(shingle.kind), "Shingle unit",
+          std::vector<std::pair<std::string, ShingleKind>>{{"word", ShingleKind::kWord},
+                                                           {"char", ShingleKind::kChar}});
+  t->Int("dedup.ngram", GRIST_OPTION_FIELD(shingle.n), "Words (or bytes) per shingle", {1});
+  t->Int("dedup.num_perm", GRIST_OPTION_FIELD(num_perm), "MinHash permutations", {1});
+  t->Int("dedup.bands", GRIST_OPTION_FIELD(bands),
+         "LSH bands (0 with rows 0: chosen from the threshold)", {0});
+  t->Int("dedup.rows", GRIST_OPTION_FIELD(rows), "LSH rows per band", {0});
+  t->Double("dedup.threshold", GRIST_OPTION_FIELD(threshold),
+            "Jaccard threshold; given without bands/rows it also picks bands x rows", {0, 1});
+  t->Bool("dedup.verify", GRIST_OPTION_FIELD(verify),
+          "Verify candidate pairs by true Jaccard (off: faster, less precise)");
+  t->Uint("dedup.seed", GRIST_OPTION_FIELD(seed), "Seed of the MinHash permutations");
+  t->Bool("dedup.line_dedup", GRIST_OPTION_FIELD(line_dedup),
+          "Also remove every line that occurs in more than one document");
+  t->IntAccess(
+       "dedup.memory_limit_mb",
+       [](const DedupOptions& o) { return static_cast<int64_t>(o.memory_limit >> 20); },
+       [](DedupOptions& o, int64_t mb) { o.memory_limit = static_cast<uint64_t>(mb) << 20; },
+       "Memory budget per task in MB: sort buffers and the verification cache",
+       {1, static_cast<double>(int64_t{1} << 40)})
+      .Flags({"memory-limit"});
+  t->String("dedup.work_dir", GRIST_OPTION_FIELD(work_dir),
+            "Intermediate files, shared by all tasks (empty: DIR/.dedup-work)");
+  t->Bool("dedup.keep_work", GRIST_OPTION_FIELD(keep_work),
+          "Keep the intermediate files after a full run");
+  t->String("dedup.text_field", GRIST_OPTION_FIELD(input.text_field), "JSON field holding the text");
+  t->Enum("dedup.txt_mode", GRIST_OPTION_FIELD(input.txt_mode),
+          "Plain-text files: one document per file, or per blank-line block",
+          std::vector<std::pair<std::string, std::string>>{{"file", "file"}, {"blocks", "blocks"}});
+  return t;
 }
 
 }  // namespace
@@ -83,47 +118,18 @@ std::string NormalizeForExact(std::string_view text, ExactNormalize mode) {
   return out;
 }
 
+const OptionTable<DedupOptions>& DedupOptions::Table() {
+  static const OptionTable<DedupOptions>* table = BuildTable();
+  return *table;
+}
+
 absl::StatusOr<DedupOptions> DedupOptions::FromConfig(const Config& config) {
   DedupOptions o;
-  ASSIGN_OR_RETURN(o.exact, config.GetBool("dedup.exact", o.exact));
-  ASSIGN_OR_RETURN(std::string norm, config.GetString("dedup.exact_normalize", "whitespace"));
-  ASSIGN_OR_RETURN(o.exact_normalize, ParseExactNormalize(norm));
-  ASSIGN_OR_RETURN(o.near, config.GetBool("dedup.near", o.near));
-  ASSIGN_OR_RETURN(std::string kind, config.GetString("dedup.shingle", "word"));
-  if (kind == "word") {
-    o.shingle.kind = ShingleKind::kWord;
-  } else if (kind == "char") {
-    o.shingle.kind = ShingleKind::kChar;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(config.source(), ": key 'dedup.shingle': expected "
-                                                   "word or char, got '", kind, "'"));
+  // A threshold without bands or rows selects bands x rows automatically.
+  if (config.Has("dedup.threshold") && !config.Has("dedup.bands") && !config.Has("dedup.rows")) {
+    o.bands = o.rows = 0;
   }
-  ASSIGN_OR_RETURN(int64_t ngram, config.GetInt("dedup.ngram", o.shingle.n));
-  o.shingle.n = static_cast<int>(ngram);
-  ASSIGN_OR_RETURN(int64_t num_perm, config.GetInt("dedup.num_perm", o.num_perm));
-  o.num_perm = static_cast<int>(num_perm);
-  const bool auto_lsh =
-      config.Has("dedup.threshold") && !config.Has("dedup.bands") && !config.Has("dedup.rows");
-  ASSIGN_OR_RETURN(int64_t bands, config.GetInt("dedup.bands", auto_lsh ? 0 : o.bands));
-  ASSIGN_OR_RETURN(int64_t rows, config.GetInt("dedup.rows", auto_lsh ? 0 : o.rows));
-  o.bands = static_cast<int>(bands);
-  o.rows = static_cast<int>(rows);
-  ASSIGN_OR_RETURN(o.threshold, config.GetDouble("dedup.threshold", o.threshold));
-  ASSIGN_OR_RETURN(o.verify, config.GetBool("dedup.verify", o.verify));
-  ASSIGN_OR_RETURN(int64_t seed, config.GetInt("dedup.seed", static_cast<int64_t>(o.seed)));
-  o.seed = static_cast<uint64_t>(seed);
-  ASSIGN_OR_RETURN(o.line_dedup, config.GetBool("dedup.line_dedup", o.line_dedup));
-  ASSIGN_OR_RETURN(int64_t mem_mb, config.GetInt("dedup.memory_limit_mb",
-                                                 static_cast<int64_t>(o.memory_limit >> 20)));
-  if (mem_mb <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(config.source(), ": key 'dedup.memory_limit_mb': must be positive"));
-  }
-  o.memory_limit = static_cast<uint64_t>(mem_mb) << 20;
-  ASSIGN_OR_RETURN(o.work_dir, config.GetString("dedup.work_dir", ""));
-  ASSIGN_OR_RETURN(o.keep_work, config.GetBool("dedup.keep_work", false));
-  ASSIGN_OR_RETURN(o.input.text_field, config.GetString("dedup.text_field", o.input.text_field));
-  ASSIGN_OR_RETURN(o.input.txt_mode, config.GetString("dedup.txt_mode", o.input.txt_mode));
+  RETURN_IF_ERROR(Table().Read(config, &o));
   RETURN_IF_ERROR(o.Validate());
   return o;
 }

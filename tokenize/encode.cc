@@ -27,16 +27,30 @@ struct SplitResult {
 
 }  // namespace
 
+const OptionTable<EncodeStageOptions>& EncodeStageOptions::Table() {
+  static const auto* table = [] {
+    auto* t = new OptionTable<EncodeStageOptions>("tokenize.");
+    t->Enum("tokenize.engine", GRIST_OPTION_FIELD(encode.engine),
+            "grist: grist's own BPE encoder where it is exact, else SentencePiece; sentencepiece: "
+            "always the library",
+            std::vector<std::pair<std::string, Engine>>{{"grist", Engine::kGrist},
+                                                        {"sentencepiece", Engine::kSentencePiece}});
+    t->Bool("tokenize.add_bos", GRIST_OPTION_FIELD(encode.add_bos), "Prepend BOS to every document")
+        .Flags({"bos", "no-bos"});
+    t->Bool("tokenize.add_eos", GRIST_OPTION_FIELD(encode.add_eos), "Append EOS to every document")
+        .Flags({"eos", "no-eos"});
+    t->Int("tokenize.piece_bytes", GRIST_OPTION_FIELD(encode.piece_bytes),
+           "Target size of the pieces a long document is encoded in (0: never cut)", {0});
+    t->Int("tokenize.split_bytes", GRIST_OPTION_FIELD(split_bytes),
+           "Largest input split, the unit of parallel work (never changes the output)", {1});
+    return t;
+  }();
+  return *table;
+}
+
 absl::StatusOr<EncodeStageOptions> EncodeStageOptions::FromConfig(const Config& config) {
   EncodeStageOptions o;
-  ASSIGN_OR_RETURN(o.encode, EncodeOptions::FromConfig(config));
-  ASSIGN_OR_RETURN(int64_t sb, config.GetInt("tokenize.split_bytes",
-                                             static_cast<int64_t>(o.split_bytes)));
-  if (sb <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config ", config.source(), ": key 'tokenize.split_bytes': must be > 0"));
-  }
-  o.split_bytes = static_cast<uint64_t>(sb);
+  RETURN_IF_ERROR(Table().Read(config, &o));
   return o;
 }
 

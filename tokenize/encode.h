@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 #include "common/stage.h"
 #include "tokenize/tokenizer.h"
 
@@ -24,6 +25,10 @@ struct EncodeStageOptions {
   // The largest input split (the unit of parallel work). Smaller splits are used when the input
   // is small: see BalancedSplitBytes (common/records.h).
   uint64_t split_bytes = 8ull << 20;
+  // Every option of section "tokenize.*" (key, flag of `grist tokenize encode`, default: the
+  // initializers here and in EncodeOptions, help, range), declared once in encode.cc.
+  static const OptionTable<EncodeStageOptions>& Table();
+  // Reads the keys of Table(): tokenize.engine, add_bos, add_eos, piece_bytes, split_bytes.
   static absl::StatusOr<EncodeStageOptions> FromConfig(const Config& config);
 };
 

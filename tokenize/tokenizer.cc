@@ -39,27 +39,6 @@ std::string_view EngineName(Engine e) {
   return e == Engine::kGrist ? "grist" : "sentencepiece";
 }
 
-absl::StatusOr<EncodeOptions> EncodeOptions::FromConfig(const Config& config) {
-  EncodeOptions o;
-  ASSIGN_OR_RETURN(std::string engine, config.GetString("tokenize.engine", "grist"));
-  auto e = ParseEngine(engine);
-  if (!e.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config ", config.source(),
-                                                   ": key 'tokenize.engine': ", e.status().message()));
-  }
-  o.engine = *e;
-  ASSIGN_OR_RETURN(o.add_bos, config.GetBool("tokenize.add_bos", o.add_bos));
-  ASSIGN_OR_RETURN(o.add_eos, config.GetBool("tokenize.add_eos", o.add_eos));
-  ASSIGN_OR_RETURN(int64_t pb, config.GetInt("tokenize.piece_bytes",
-                                             static_cast<int64_t>(o.piece_bytes)));
-  if (pb < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config ", config.source(), ": key 'tokenize.piece_bytes': must be >= 0"));
-  }
-  o.piece_bytes = static_cast<uint64_t>(pb);
-  return o;
-}
-
 size_t FindCut(std::string_view text, size_t target) {
   auto ok = [&](size_t i) {
     return i > 0 && i + 1 < text.size() && text[i] == ' ' && IsPrintableAscii(text[i - 1]) &&
@@ -182,60 +161,57 @@ int Tokenizer::unk_id() const { return sp_->unk_id(); }
 // ---------------------------------------------------------------------------------------------
 // Training
 
+const OptionTable<TrainOptions>& TrainOptions::Table() {
+  static const auto* table = [] {
+    auto* t = new OptionTable<TrainOptions>("tokenizer.");
+    t->Enum("tokenizer.model_type", GRIST_OPTION_FIELD(model_type), "SentencePiece model type",
+            std::vector<std::pair<std::string, std::string>>{
+                {"bpe", "bpe"}, {"unigram", "unigram"}, {"word", "word"}, {"char", "char"}});
+    t->Int("tokenizer.vocab_size", GRIST_OPTION_FIELD(vocab_size), "Vocabulary size",
+           {8, 1 << 24})
+        .Required();
+    t->Double("tokenizer.character_coverage", GRIST_OPTION_FIELD(character_coverage),
+              "Characters covered by the vocabulary, in (0, 1]", {0, 1});
+    t->Bool("tokenizer.byte_fallback", GRIST_OPTION_FIELD(byte_fallback),
+            "Bytes for characters outside the vocabulary");
+    t->StringList("tokenizer.user_defined_symbols", GRIST_OPTION_FIELD(user_defined_symbols),
+                  "Pieces always kept whole, comma-separated");
+    t->StringList("tokenizer.control_symbols", GRIST_OPTION_FIELD(control_symbols),
+                  "Control pieces, comma-separated");
+    t->String("tokenizer.normalization", GRIST_OPTION_FIELD(normalization_rule_name),
+              "SentencePiece normalization rule");
+    t->Bool("tokenizer.add_dummy_prefix", GRIST_OPTION_FIELD(add_dummy_prefix),
+            "Add a space before the text");
+    t->Bool("tokenizer.split_digits", GRIST_OPTION_FIELD(split_digits), "Split numbers into digits");
+    t->Int("tokenizer.input_sentence_size", GRIST_OPTION_FIELD(input_sentence_size),
+           "Sentences sampled for training (0: all)", {0});
+    t->Int("tokenizer.max_sentence_length", GRIST_OPTION_FIELD(max_sentence_length),
+           "Longest sentence, in bytes", {1});
+    t->Int("seed", GRIST_OPTION_FIELD(seed), "Seed of the sentence sample (the release's seed)", {0});
+    t->Int("tokenizer.bos_id", GRIST_OPTION_FIELD(bos_id), "Id of BOS (-1: none)", {-1});
+    t->Int("tokenizer.eos_id", GRIST_OPTION_FIELD(eos_id), "Id of EOS (-1: none)", {-1});
+    t->Int("tokenizer.unk_id", GRIST_OPTION_FIELD(unk_id), "Id of UNK", {-1});
+    t->Int("tokenizer.pad_id", GRIST_OPTION_FIELD(pad_id), "Id of PAD (-1: none)", {-1});
+    return t;
+  }();
+  return *table;
+}
+
 absl::StatusOr<TrainOptions> TrainOptions::FromConfig(const Config& c) {
   TrainOptions o;
-  ASSIGN_OR_RETURN(o.model_type, c.GetString("tokenizer.model_type", o.model_type));
-  if (o.model_type != "bpe" && o.model_type != "unigram" && o.model_type != "word" &&
-      o.model_type != "char") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config ", c.source(), ": key 'tokenizer.model_type': expected bpe|unigram|word|char, got '",
-        o.model_type, "'"));
-  }
-  ASSIGN_OR_RETURN(int64_t vs, c.RequireInt("tokenizer.vocab_size"));
-  if (vs < 8 || vs > (1 << 24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config ", c.source(), ": key 'tokenizer.vocab_size': must be in [8, 16777216], got ", vs));
-  }
-  o.vocab_size = static_cast<int>(vs);
-  ASSIGN_OR_RETURN(o.character_coverage,
-                   c.GetDouble("tokenizer.character_coverage", o.character_coverage));
-  if (!(o.character_coverage > 0 && o.character_coverage <= 1)) {
+  // A release names its seed: FromConfig requires it (`grist tokenize train` gives 0 when absent).
+  if (!c.Has("seed")) return c.RequireInt("seed").status();
+  RETURN_IF_ERROR(Table().Read(c, &o));
+  if (!(o.character_coverage > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config ", c.source(), ": key 'tokenizer.character_coverage': must be in (0, 1]"));
   }
-  ASSIGN_OR_RETURN(o.byte_fallback, c.GetBool("tokenizer.byte_fallback", o.byte_fallback));
-  ASSIGN_OR_RETURN(o.user_defined_symbols, c.GetStringList("tokenizer.user_defined_symbols", {}));
-  ASSIGN_OR_RETURN(o.control_symbols, c.GetStringList("tokenizer.control_symbols", {}));
-  ASSIGN_OR_RETURN(o.normalization_rule_name,
-                   c.GetString("tokenizer.normalization", o.normalization_rule_name));
-  ASSIGN_OR_RETURN(o.add_dummy_prefix, c.GetBool("tokenizer.add_dummy_prefix", o.add_dummy_prefix));
-  ASSIGN_OR_RETURN(o.split_digits, c.GetBool("tokenizer.split_digits", o.split_digits));
-  ASSIGN_OR_RETURN(int64_t iss, c.GetInt("tokenizer.input_sentence_size",
-                                         static_cast<int64_t>(o.input_sentence_size)));
-  ASSIGN_OR_RETURN(int64_t msl, c.GetInt("tokenizer.max_sentence_length",
-                                         static_cast<int64_t>(o.max_sentence_length)));
-  if (iss < 0 || msl <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config ", c.source(),
-        ": keys 'tokenizer.input_sentence_size' (>= 0) / 'tokenizer.max_sentence_length' (> 0)"));
-  }
-  o.input_sentence_size = static_cast<uint64_t>(iss);
-  o.max_sentence_length = static_cast<uint64_t>(msl);
-  ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
-  if (seed < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("config ", c.source(), ": key 'seed': must be >= 0"));
-  }
-  o.seed = static_cast<uint64_t>(seed);
-  for (auto [key, dst] : {std::pair{"tokenizer.bos_id", &o.bos_id},
-                          std::pair{"tokenizer.eos_id", &o.eos_id},
-                          std::pair{"tokenizer.unk_id", &o.unk_id},
-                          std::pair{"tokenizer.pad_id", &o.pad_id}}) {
-    ASSIGN_OR_RETURN(int64_t v, c.GetInt(key, *dst));
-    if (v < -1 || v >= o.vocab_size) {
+  for (auto [key, id] : {std::pair{"tokenizer.bos_id", o.bos_id}, std::pair{"tokenizer.eos_id", o.eos_id},
+                         std::pair{"tokenizer.unk_id", o.unk_id}, std::pair{"tokenizer.pad_id", o.pad_id}}) {
+    if (id >= o.vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("config ", c.source(), ": key '", key, "': out of range"));
     }
-    *dst = static_cast<int>(v);
   }
   return o;
 }

@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 
 namespace grist::tokenize::internal {
 class BpeEncoder;
@@ -56,8 +57,7 @@ struct EncodeOptions {
   bool add_eos = true;
   // Target size of the pieces a long document is encoded in (see above). 0 = never cut.
   uint64_t piece_bytes = 1 << 20;
-  // Reads "tokenize.engine", "tokenize.add_bos", "tokenize.add_eos", "tokenize.piece_bytes".
-  static absl::StatusOr<EncodeOptions> FromConfig(const Config& config);
+  // Read from the config with the stage's other options: EncodeStageOptions (encode.h).
 };
 
 class Tokenizer {
@@ -126,7 +126,11 @@ struct TrainOptions {
   uint64_t max_sentence_length = 16384;
   uint64_t seed = 0;
   int bos_id = 1, eos_id = 2, unk_id = 0, pad_id = -1;
-  // Reads the "tokenizer.*" section; "seed" is the top-level key.
+  // Every option of the "tokenizer.*" section and the top-level "seed" (key, flag of `grist
+  // tokenize train`, default: the initializers above, help, range), declared once in tokenizer.cc.
+  // tokenizer.vocab_size is required, and FromConfig requires seed.
+  static const OptionTable<TrainOptions>& Table();
+  // Reads the keys of Table(); ids must be below vocab_size.
   static absl::StatusOr<TrainOptions> FromConfig(const Config& config);
 };
 

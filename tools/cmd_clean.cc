@@ -11,6 +11,7 @@
 #include "common/stage.h"
 #include "common/status_macros.h"
 #include "tools/command.h"
+#include "tools/option_flags.h"
 
 namespace grist::tools {
 namespace {
@@ -20,6 +21,7 @@ struct CleanFlags {
   std::vector<std::string> inputs;
   std::string output;
   std::string config;
+  ConfigFlags options;  // one per key of CleanOptions::Table()
 };
 
 Runner Setup(CLI::App* app) {
@@ -31,7 +33,9 @@ Runner Setup(CLI::App* app) {
   app->add_option("--output", f->output,
                   "Output folder: kept parts, rejects/ and the report (see docs/clean.md)")
       ->required();
-  app->add_option("--config", f->config, "TOML config; section [clean] (see docs/clean.md)");
+  app->add_option("--config", f->config,
+                  "TOML config; section [clean] (see docs/clean.md); the flags below override it");
+  f->options.Add(app, clean::CleanOptions::Table().Describe());
   AddCommonFlags(app, &f->common);
   return [f]() -> absl::Status {
     RETURN_IF_ERROR(ResolveTasks(&f->common));
@@ -40,6 +44,7 @@ Runner Setup(CLI::App* app) {
     if (!f->config.empty()) {
       ASSIGN_OR_RETURN(config, Config::FromFile(env, f->config));
     }
+    f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(clean::CleanOptions options, clean::CleanOptions::FromConfig(config));
     RunOptions run;
     run.threads = f->common.threads;

@@ -10,6 +10,7 @@
 #include "tokenize/encode.h"
 #include "tokenize/tokenizer.h"
 #include "tools/command.h"
+#include "tools/option_flags.h"
 
 namespace grist::tools {
 namespace {
@@ -20,26 +21,20 @@ struct TokenizeFlags {
   std::vector<std::string> inputs;
   std::string output;
   std::string model;
-  int vocab_size = 0;
-  std::string model_type;
-  int64_t seed = -1;
-  bool no_eos = false, bos = false;
-  std::string engine;
+  ConfigFlags train_options;  // one per key of TrainOptions::Table()
+  ConfigFlags encode_options;  // one per key of EncodeStageOptions::Table()
 };
 
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<TokenizeFlags>();
   app->require_subcommand(1);
   CLI::App* train = app->add_subcommand("train", "Train the SentencePiece tokenizer on documents");
-  train->add_option("--config", f->config, "Release config (reads [tokenizer] and seed)");
+  train->add_option("--config", f->config,
+                   "Release config (reads [tokenizer] and seed); the flags below override it");
   train->add_option("--input", f->inputs, "Input files or folders (default: the config's inputs)");
   train->add_option("--output", f->output, "Where to write the model (e.g. tokenizer.model)")
       ->required();
-  train->add_option("--vocab-size", f->vocab_size, "Override tokenizer.vocab_size")
-      ->check(CLI::PositiveNumber);
-  train->add_option("--model-type", f->model_type, "Override tokenizer.model_type")
-      ->check(CLI::IsMember({"bpe", "unigram", "word", "char"}));
-  train->add_option("--seed", f->seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
+  f->train_options.Add(train, tokenize::TrainOptions::Table().Describe());
   AddCommonFlags(train, &f->common, /*with_tasks=*/false);
 
   CLI::App* encode = app->add_subcommand(
@@ -47,13 +42,9 @@ Runner Setup(CLI::App* app) {
   encode->add_option("--model", f->model, "SentencePiece model")->required();
   encode->add_option("--input", f->inputs, "Input files or folders")->required();
   encode->add_option("--output", f->output, "Output folder")->required();
-  encode->add_option("--config", f->config, "Config for [tokenize] (add_bos, add_eos, piece_bytes)");
-  encode->add_option("--engine", f->engine,
-                     "grist (default: grist's own BPE encoder where it is exact, else SentencePiece) "
-                     "or sentencepiece (always the library); sets tokenize.engine")
-      ->check(CLI::IsMember({"grist", "sentencepiece"}));
-  encode->add_flag("--bos", f->bos, "Prepend BOS to every document");
-  encode->add_flag("--no-eos", f->no_eos, "Do not append EOS");
+  encode->add_option("--config", f->config,
+                     "Config for [tokenize]; the flags below override it");
+  f->encode_options.Add(encode, tokenize::EncodeStageOptions::Table().Describe());
   AddCommonFlags(encode, &f->common, /*with_tasks=*/true);
 
   return [f, train]() -> absl::Status {
@@ -63,9 +54,7 @@ Runner Setup(CLI::App* app) {
       ASSIGN_OR_RETURN(config, Config::FromFile(env, f->config));
     }
     if (train->parsed()) {
-      if (f->vocab_size > 0) config.SetInt("tokenizer.vocab_size", f->vocab_size);
-      if (!f->model_type.empty()) config.SetString("tokenizer.model_type", f->model_type);
-      if (f->seed >= 0) config.SetInt("seed", f->seed);
+      f->train_options.ApplyTo(&config);
       if (!config.Has("seed")) config.SetInt("seed", 0);
       ASSIGN_OR_RETURN(auto opts, tokenize::TrainOptions::FromConfig(config));
       std::vector<std::string> inputs = f->inputs;
@@ -81,11 +70,9 @@ Runner Setup(CLI::App* app) {
       return MaybeWriteJson(f->common, rep.ToJson());
     }
     RETURN_IF_ERROR(ResolveTasks(&f->common));
-    if (!f->engine.empty()) config.SetString("tokenize.engine", f->engine);
+    f->encode_options.ApplyTo(&config);
     ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
     opts.model_path = f->model;
-    if (f->bos) opts.encode.add_bos = true;
-    if (f->no_eos) opts.encode.add_eos = false;
     RunOptions run;
     run.threads = f->common.threads;
     run.task = f->common.task;

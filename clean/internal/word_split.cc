@@ -195,6 +195,15 @@ struct SpecialTables {
   static constexpr size_t kMaxAbbrev = 12;
   std::vector<std::pair<uint64_t, std::string_view>> abbrev;            // sorted by hash
   std::vector<std::pair<uint64_t, std::pair<std::string, uint8_t>>> contractions;  // by hash
+  // Bit (hash & kBitMask) set for each key of the table: most chunks are no key, and one bit test
+  // (in L1) rules them out before the binary search.
+  static constexpr uint64_t kBitMask = (1u << 13) - 1;
+  uint64_t abbrev_bits[(kBitMask + 1) / 64] = {};
+  uint64_t contraction_bits[(kBitMask + 1) / 64] = {};
+  static bool Test(const uint64_t* bits, uint64_t h) {
+    return (bits[(h & kBitMask) >> 6] >> (h & 63)) & 1;
+  }
+  static void Set(uint64_t* bits, uint64_t h) { bits[(h & kBitMask) >> 6] |= 1ull << (h & 63); }
 };
 
 const SpecialTables& Tables() {
@@ -221,6 +230,8 @@ const SpecialTables& Tables() {
     std::sort(out->contractions.begin(), out->contractions.end());
     out->contractions.erase(std::unique(out->contractions.begin(), out->contractions.end()),
                             out->contractions.end());
+    for (const auto& a : out->abbrev) SpecialTables::Set(out->abbrev_bits, a.first);
+    for (const auto& c : out->contractions) SpecialTables::Set(out->contraction_bits, c.first);
     return out;
   }();
   return *t;
@@ -235,10 +246,12 @@ size_t Special(const SplitScratch& s, std::string_view text, size_t b, size_t e,
   if (bytes <= SpecialTables::kMaxAbbrev) {
     std::string_view v(text.data() + s.off[b], bytes);
     const uint64_t h = KeyHash(v);
-    auto it = std::lower_bound(t.abbrev.begin(), t.abbrev.end(), h,
-                               [](const auto& x, uint64_t y) { return x.first < y; });
-    for (; it != t.abbrev.end() && it->first == h; ++it) {
-      if (it->second == v) return n;
+    if (SpecialTables::Test(t.abbrev_bits, h)) {
+      auto it = std::lower_bound(t.abbrev.begin(), t.abbrev.end(), h,
+                                 [](const auto& x, uint64_t y) { return x.first < y; });
+      for (; it != t.abbrev.end() && it->first == h; ++it) {
+        if (it->second == v) return n;
+      }
     }
   }
   if (n == 2 && s.cp[b + 1] == '.' && IsLower(s.cp[b]) && s.cp[b] < 0x100) return n;  // "a."
@@ -249,10 +262,12 @@ size_t Special(const SplitScratch& s, std::string_view text, size_t b, size_t e,
   if (!LowerKey(s, b, e, 12, key)) return 0;
   const std::string& k = *key;
   const uint64_t h = KeyHash(k);
-  auto it = std::lower_bound(t.contractions.begin(), t.contractions.end(), h,
-                             [](const auto& x, uint64_t y) { return x.first < y; });
-  for (; it != t.contractions.end() && it->first == h; ++it) {
-    if (it->second.first == k) return it->second.second;
+  if (SpecialTables::Test(t.contraction_bits, h)) {
+    auto it = std::lower_bound(t.contractions.begin(), t.contractions.end(), h,
+                               [](const auto& x, uint64_t y) { return x.first < y; });
+    for (; it != t.contractions.end() && it->first == h; ++it) {
+      if (it->second.first == k) return it->second.second;
+    }
   }
   // 1-12 followed by am / pm / a.m. / p.m.
   size_t d = 0;
@@ -464,6 +479,7 @@ bool IsSpecialWhole(std::string_view v) {
   if (v.size() > SpecialTables::kMaxAbbrev) return false;
   const SpecialTables& t = Tables();
   const uint64_t h = KeyHash(v);
+  if (!SpecialTables::Test(t.abbrev_bits, h)) return false;
   auto it = std::lower_bound(t.abbrev.begin(), t.abbrev.end(), h,
                              [](const auto& x, uint64_t y) { return x.first < y; });
   for (; it != t.abbrev.end() && it->first == h; ++it) {

@@ -1,0 +1,526 @@
+#include "clean/internal/filters.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace grist::clean::internal {
+namespace {
+
+inline bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+inline std::string_view StripAscii(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\n')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n')) --e;
+  return s.substr(b, e - b);
+}
+
+// glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
+inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
+  if (from > hay.size()) return std::string_view::npos;
+  const void* p = memmem(hay.data() + from, hay.size() - from, pat.data(), pat.size());
+  return p ? static_cast<const char*>(p) - hay.data() : std::string_view::npos;
+}
+
+size_t CountSubstr(std::string_view s, std::string_view pat) {
+  size_t n = 0, pos = 0;
+  while ((pos = Find(s, pat, pos)) != std::string_view::npos) {
+    ++n;
+    pos += pat.size();
+  }
+  return n;
+}
+
+
+// Number of duplicates and their code points among `keys` (hash, cp length) in order.
+std::pair<uint64_t, uint64_t> FindDuplicates(CountTable* table,
+                                             const std::vector<std::pair<uint64_t, uint64_t>>& keys) {
+  table->Reset(keys.size());
+  uint64_t dups = 0, dup_chars = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto* s = table->Find(keys[i].first, static_cast<uint32_t>(i));
+    if (s->count() > 0) {
+      ++dups;
+      dup_chars += keys[i].second;
+    }
+    s->Increment();
+  }
+  return {dups, dup_chars};
+}
+
+// C4 line flags.
+enum : uint8_t {
+  kHasLorem = 1,
+  kHasJavascript = 2,
+  kHasCurly = 4,
+  kHasPolicy = 8,
+  kHasBracket = 16,
+};
+
+// Removes "[digits]", "[edit]" and "[citation needed]" (datatrove's CITATION_REGEX).
+bool RemoveCitations(std::string_view line, std::string* out) {
+  out->clear();
+  bool changed = false;
+  size_t i = 0;
+  while (i < line.size()) {
+    size_t b = line.find('[', i);
+    if (b == std::string_view::npos) break;
+    out->append(line.substr(i, b - i));
+    size_t j = b + 1;
+    while (j < line.size() && line[j] >= '0' && line[j] <= '9') ++j;
+    size_t match = 0;
+    if (j < line.size() && line[j] == ']') {
+      match = j + 1 - b;
+    } else if (line.substr(b, 6) == "[edit]") {
+      match = 6;
+    } else if (line.substr(b, 17) == "[citation needed]") {
+      match = 17;
+    }
+    if (match > 0) {
+      changed = true;
+      i = b + match;
+    } else {
+      out->push_back('[');
+      i = b + 1;
+    }
+  }
+  out->append(line.substr(i));
+  return changed;
+}
+
+// C4's END_PUNCTUATION: . ? ! " '
+bool C4End(std::string_view s) {
+  return !s.empty() && (s.back() == '.' || s.back() == '\'' || s.back() == '"' ||
+                        s.back() == '!' || s.back() == '?');
+}
+// FineWeb's stop_chars: datatrove's TERMINAL_PUNCTUATION (quotes are not among them).
+bool StopEnd(std::string_view s) {
+  if (s.empty()) return false;
+  size_t i = s.size() - 1;
+  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  int32_t cp;
+  utf8proc_iterate(reinterpret_cast<const uint8_t*>(s.data()) + i,
+                   static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+  return IsTerminalPunctuation(cp);
+}
+
+}  // namespace
+
+void CountTable::Reset(size_t n) {
+  size_t want = 16;
+  while (want < 2 * n) want <<= 1;
+  if (slots_.size() < want) {
+    slots_.assign(want, Slot{0, 0, 0});
+    gen_ = 0;
+  }
+  mask_ = want - 1;
+  if (++gen_ == 256) {
+    std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0});
+    gen_ = 1;
+  }
+}
+
+const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view text,
+                             const TextStats& st, FilterScratch* sc) {
+  CountTable* table = &sc->table;
+  std::vector<uint64_t>* gram_buf = &sc->grams;
+  std::vector<std::pair<uint64_t, uint64_t>>* key_buf = &sc->keys;
+  double len = static_cast<double>(st.total_cp);
+  if (len == 0) return nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>>& keys = *key_buf;
+  keys.clear();
+  // Paragraphs: re.split(r"\n{2,}", text.strip()).
+  {
+    // keys: (hash, begin << 32 | length) of each paragraph in s; a paragraph's code points are
+    // counted only when it is a duplicate, and one paragraph alone has none: no hash needed.
+    std::string_view s = StripAscii(text);
+    size_t pos = 0;
+    const bool one = Find(s, "\n\n", 0) == std::string_view::npos;
+    while (!one) {
+      size_t brk = Find(s, "\n\n", pos);
+      std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
+      keys.emplace_back(Hash64(para), static_cast<uint64_t>(pos) << 32 | para.size());
+      if (brk == std::string_view::npos) break;
+      pos = brk;
+      while (pos < s.size() && s[pos] == '\n') ++pos;
+    }
+    uint64_t dups = 0, dup_chars = 0;
+    if (!one && s.size() < (uint64_t{1} << 32)) {
+      table->Reset(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        auto* slot = table->Find(keys[i].first, static_cast<uint32_t>(i));
+        if (slot->count() > 0) {
+          ++dups;
+          dup_chars += CodePoints(s.substr(keys[i].second >> 32, keys[i].second & 0xFFFFFFFFu));
+        }
+        slot->Increment();
+      }
+    } else if (!one) {  // 4 GB and more: hash and count as they come
+      std::vector<std::pair<uint64_t, uint64_t>> big;
+      pos = 0;
+      while (true) {
+        size_t brk = Find(s, "\n\n", pos);
+        std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
+        big.emplace_back(Hash64(para), CodePoints(para));
+        if (brk == std::string_view::npos) break;
+        pos = brk;
+        while (pos < s.size() && s[pos] == '\n') ++pos;
+      }
+      std::tie(dups, dup_chars) = FindDuplicates(table, big);
+    }
+    const size_t paragraphs = one ? 1 : keys.size();
+    if (o.dup_para_frac > 0 && static_cast<double>(dups) / paragraphs > o.dup_para_frac) {
+      return "dup_para_frac";
+    }
+    if (o.dup_para_char_frac > 0 && dup_chars / len > o.dup_para_char_frac) {
+      return "dup_para_char_frac";
+    }
+  }
+  // Lines: re.split("\n+", text): empty lines dropped except a first or last one.
+  {
+    keys.clear();
+    for (size_t i = 0; i < st.lines.size(); ++i) {
+      const LineInfo& l = st.lines[i];
+      bool edge = i == 0 || i + 1 == st.lines.size();
+      if (l.end == l.begin && !edge) continue;
+      keys.emplace_back(l.hash, l.cp);
+    }
+    auto [dups, dup_chars] = FindDuplicates(table, keys);
+    if (o.dup_line_frac > 0 && static_cast<double>(dups) / keys.size() > o.dup_line_frac) {
+      return "dup_line_frac";
+    }
+    if (o.dup_line_char_frac > 0 && dup_chars / len > o.dup_line_char_frac) {
+      return "dup_line_char_frac";
+    }
+  }
+  const std::vector<WordInfo>& w = st.words;
+  const size_t nw = w.size();
+  // Polynomial rolling hashes of the word hashes: gram[i] identifies words [i, i + n).
+  std::vector<uint64_t>& gram = *gram_buf;
+  auto fill_grams = [&](int n) {
+    constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
+    uint64_t pn = 1;
+    for (int k = 1; k < n; ++k) pn *= kP;
+    size_t count = nw - n + 1;
+    gram.resize(count);
+    uint64_t h = 0;
+    for (int k = 0; k < n; ++k) h = h * kP + w[k].hash;
+    gram[0] = h;
+    for (size_t i = 1; i < count; ++i) {
+      h = (h - w[i - 1].hash * pn) * kP + w[i + n - 1].hash;
+      gram[i] = h;
+    }
+  };
+  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
+  // A repeated (n+1)-gram contains a repeated n-gram: once every n-gram is unique, so is every
+  // longer one (its top count is 1, at its first position) and no n-gram is duplicated.
+  bool all_unique = false;
+  for (int n = 2; n <= 4; ++n) {
+    double frac = o.top_n_gram[n - 2];
+    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
+    uint32_t best_count = 1, best_first = 0;
+    if (!all_unique) {
+      fill_grams(n);
+      size_t count = gram.size();
+      table->Reset(count);
+      best_count = 0;
+      for (size_t i = 0; i < count; ++i) {
+        auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
+        s->Increment();
+        uint32_t c = s->count();
+        if (c > best_count || (c == best_count && s->first < best_first)) {
+          best_count = c;
+          best_first = s->first;
+        }
+      }
+      all_unique = best_count == 1;
+    }
+    uint64_t best_len = n - 1;  // joined with " "
+    for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
+    if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
+  }
+  bool no_dups_below = all_unique;
+  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
+                               "duplicated_7_n_grams", "duplicated_8_n_grams",
+                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
+  // A duplicated (n+1)-gram contains a duplicated n-gram: once some n finds no duplicate at all,
+  // no larger n can, and those passes are skipped.
+  for (int n = 5; n <= 10; ++n) {
+    double frac = o.dup_n_gram[n - 5];
+    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
+    if (no_dups_below) break;
+    fill_grams(n);
+    table->Reset(gram.size());
+    uint64_t repeated = 0;
+    size_t idx = 0;
+    while (idx + n <= nw) {
+      auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
+      if (s->count() > 0) {
+        for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
+        idx += n;
+      } else {
+        s->Increment();
+        idx += 1;
+      }
+    }
+    if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
+    no_dups_below = repeated == 0;
+  }
+  return nullptr;
+}
+
+const char* GopherQuality(const GopherQualityOptions& o, std::string_view text,
+                          const TextStats& st) {
+  const auto& w = st.words;
+  uint64_t n_words = w.size();
+  uint64_t n_non_symbol = 0, non_symbol_cp = 0, n_alpha = 0, n_stop = 0;
+  // datatrove counts the distinct stop words present (a set intersection), not their occurrences.
+  uint64_t seen_mask = 0;
+  std::vector<bool> seen_more;
+  for (const WordInfo& x : w) {
+    if (!x.symbol_only) {
+      ++n_non_symbol;
+      non_symbol_cp += x.cp;
+    }
+    n_alpha += x.has_alpha;
+    if (x.stop != 0) {
+      const uint32_t i = x.stop - 1;
+      if (i < 64) {
+        if (!(seen_mask >> i & 1)) {
+          seen_mask |= 1ull << i;
+          ++n_stop;
+        }
+      } else {
+        if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
+        if (!seen_more[i - 64]) {
+          seen_more[i - 64] = true;
+          ++n_stop;
+        }
+      }
+    }
+  }
+  if (o.min_doc_words > 0 && n_non_symbol < static_cast<uint64_t>(o.min_doc_words)) {
+    return "gopher_short_doc";
+  }
+  if (o.max_doc_words > 0 && n_non_symbol > static_cast<uint64_t>(o.max_doc_words)) {
+    return "gopher_long_doc";
+  }
+  if (n_non_symbol > 0) {
+    double avg = static_cast<double>(non_symbol_cp) / n_non_symbol;
+    if (o.min_avg_word_length > 0 && avg < o.min_avg_word_length) return "gopher_below_avg_threshold";
+    if (o.max_avg_word_length > 0 && avg > o.max_avg_word_length) return "gopher_above_avg_threshold";
+  }
+  if (n_words > 0 && o.max_symbol_word_ratio > 0) {
+    double nwd = static_cast<double>(n_words);
+    if (CountSubstr(text, "#") / nwd > o.max_symbol_word_ratio) return "gopher_too_many_hashes";
+    size_t ell = CountSubstr(text, "...") + CountSubstr(text, "\xE2\x80\xA6");
+    if (ell / nwd > o.max_symbol_word_ratio) return "gopher_too_many_ellipsis";
+  }
+  // text.splitlines(): every '\n'-separated line, without a final empty one.
+  size_t n_lines = st.lines.size();
+  if (n_lines > 0 && st.lines.back().begin == st.lines.back().end && st.ends_with_newline) --n_lines;
+  if (n_lines > 0) {
+    uint64_t bullets = 0, ellipsis = 0;
+    for (size_t i = 0; i < n_lines; ++i) {
+      std::string_view line = text.substr(st.lines[i].begin, st.lines[i].end - st.lines[i].begin);
+      std::string_view s = StripAscii(line);
+      if (!s.empty() && (s[0] == '-' || s.substr(0, 3) == "\xE2\x80\xA2")) ++bullets;
+      if (EndsWith(s, "...") || EndsWith(s, "\xE2\x80\xA6")) ++ellipsis;
+    }
+    if (o.max_bullet_lines_ratio > 0 &&
+        static_cast<double>(bullets) / n_lines > o.max_bullet_lines_ratio) {
+      return "gopher_too_many_bullets";
+    }
+    if (o.max_ellipsis_lines_ratio > 0 &&
+        static_cast<double>(ellipsis) / n_lines > o.max_ellipsis_lines_ratio) {
+      return "gopher_too_many_end_ellipsis";
+    }
+  }
+  if (n_words > 0 && o.max_non_alpha_words_ratio > 0 &&
+      static_cast<double>(n_alpha) / n_words < o.max_non_alpha_words_ratio) {
+    return "gopher_below_alpha_threshold";
+  }
+  if (o.min_stop_words > 0 && n_stop < static_cast<uint64_t>(o.min_stop_words)) {
+    return "gopher_enough_stop_words";
+  }
+  return nullptr;
+}
+
+const char* C4Lines(const C4Options& c4, const std::vector<std::string>& stop_words,
+                    std::string_view text, const TextStats& st, FilterScratch* sc, bool* edited_out,
+                    uint64_t* newlines_after_out, uint64_t* lines_removed) {
+  sc->kept.clear();
+  uint64_t newlines_after = 0;
+  bool edited = false;
+  const size_t n_lines = st.lines.size();
+  // Case-insensitive searches on an ASCII-lower-cased copy; hits are mapped to lines.
+  sc->line_flags.assign(n_lines, 0);
+  sc->lower.resize(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char ch = static_cast<unsigned char>(text[i]);
+    sc->lower[i] = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+  }
+  std::string_view low = sc->lower;
+  auto line_of = [&](size_t pos) {
+    size_t lo = 0, hi = n_lines;
+    while (hi - lo > 1) {
+      size_t mid = (lo + hi) / 2;
+      if (st.lines[mid].begin <= pos) lo = mid; else hi = mid;
+    }
+    return lo;
+  };
+  auto mark = [&](std::string_view pat, uint8_t flag, std::string_view hay) {
+    size_t pos = 0;
+    while ((pos = Find(hay, pat, pos)) != std::string_view::npos) {
+      sc->line_flags[line_of(pos)] |= flag;
+      pos += 1;
+    }
+  };
+  if (c4.filter_lorem_ipsum) mark("lorem ipsum", kHasLorem, low);
+  if (c4.filter_javascript) mark("javascript", kHasJavascript, low);
+  if (c4.filter_curly_bracket) mark("{", kHasCurly, text);
+  if (c4.remove_citations) mark("[", kHasBracket, text);
+  if (c4.filter_policy) {
+    mark("terms of use", kHasPolicy, low);
+    mark("privacy policy", kHasPolicy, low);
+    size_t pos = 0;
+    while ((pos = Find(low, "cookie", pos)) != std::string_view::npos) {
+      std::string_view before = low.substr(0, pos);
+      bool hit = low.substr(pos, 13) == "cookie policy";
+      if (!hit && low.substr(pos, 7) == "cookies") {
+        hit = EndsWith(before, "use ") || EndsWith(before, "uses ") || EndsWith(before, "use of ");
+      }
+      if (hit) sc->line_flags[line_of(pos)] |= kHasPolicy;
+      pos += 1;
+    }
+  }
+  int64_t sentences = 0;
+  const char* doc_reject = nullptr;
+  sc->edited.clear();
+  bool pending_para = false;
+  for (size_t i = 0; i < n_lines && doc_reject == nullptr; ++i) {
+    const LineInfo& l = st.lines[i];
+    std::string_view line = StripAscii(text.substr(l.begin, l.end - l.begin));
+    uint8_t flags = sc->line_flags[i];
+    if (line.empty()) {  // a paragraph break: kept as one, not a C4 line
+      if (!sc->edited.empty()) pending_para = true;
+      continue;
+    }
+    bool remove = false;
+    uint64_t hash = l.hash, cp = l.cp, tokens = l.word_end - l.word_begin;
+    uint64_t sentences_here = l.sentences;
+    if (c4.max_word_length > 0 && l.max_ws_word_cp > static_cast<uint64_t>(c4.max_word_length)) {
+      remove = true;
+    }
+    if (!remove && (flags & kHasBracket) && RemoveCitations(line, &sc->line_buf)) {
+      std::string_view nl = StripAscii(sc->line_buf);
+      if (nl.size() != line.size()) {
+        edited = true;
+        Analyze(nl, stop_words, &sc->line_stats);
+        hash = Hash64(nl);
+        cp = CodePoints(nl);
+        tokens = sc->line_stats.words.size();
+        sentences_here = sc->line_stats.lines.empty() ? 0 : sc->line_stats.lines[0].sentences;
+        line = nl;
+      }
+    }
+    if (!remove && c4.filter_no_terminal_punct && (!C4End(line) || EndsWith(line, "..."))) {
+      remove = true;  // END_PUNCTUATION = . ? ! " ' and not an ellipsis
+    }
+    if (!remove && c4.min_words_per_line > 0 &&
+        l.ws_words < static_cast<uint64_t>(c4.min_words_per_line)) {
+      remove = true;
+    }
+    if (!remove && (flags & kHasLorem)) {
+      doc_reject = "lorem_ipsum";
+      break;
+    }
+    if (!remove && (flags & kHasJavascript)) remove = true;
+    if (!remove && (flags & kHasCurly)) {
+      doc_reject = "curly_bracket";
+      break;
+    }
+    if (!remove && (flags & kHasPolicy)) remove = true;
+    if (remove) {
+      edited = true;
+      ++*lines_removed;
+      continue;
+    }
+    if (c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
+      sentences += static_cast<int64_t>(sentences_here);
+    }
+    if (!sc->edited.empty()) {
+      sc->edited.append(pending_para ? "\n\n" : "\n");
+      newlines_after += pending_para ? 2 : 1;
+    }
+    pending_para = false;
+    sc->edited.append(line);
+    sc->kept.push_back(KeptLine{hash, cp, StopEnd(line), line.empty(), tokens});
+  }
+  if (doc_reject == nullptr && c4.min_num_sentences > 0 && sentences < c4.min_num_sentences) {
+    doc_reject = "too_few_sentences";
+  }
+  *edited_out = edited;
+  *newlines_after_out = newlines_after;
+  return doc_reject;
+}
+
+uint64_t AllLines(std::string_view text, const TextStats& st, FilterScratch* sc) {
+  sc->kept.clear();
+  const size_t n_lines = st.lines.size();
+  for (size_t i = 0; i < n_lines; ++i) {
+    const LineInfo& l = st.lines[i];
+    std::string_view line = text.substr(l.begin, l.end - l.begin);
+    bool blank = StripAscii(line).empty();
+    sc->kept.push_back(KeptLine{l.hash, l.cp, StopEnd(line), blank, l.word_end - l.word_begin});
+  }
+  return n_lines > 0 ? n_lines - 1 : 0;
+}
+
+const char* FineWeb(const FineWebOptions& fw, uint64_t newlines_after, FilterScratch* sc) {
+  uint64_t n = 0, stop = 0, shorts = 0, chars = 0, tokens = 0;
+  std::vector<std::pair<uint64_t, uint64_t>>& keys = sc->keys;
+  keys.clear();
+  for (const KeptLine& k : sc->kept) {
+    tokens += k.tokens;
+    chars += k.cp;
+    if (k.blank) continue;
+    ++n;
+    stop += k.stop_end;
+    shorts += k.cp <= static_cast<uint64_t>(fw.short_line_length);
+    keys.emplace_back(k.hash, k.cp);
+  }
+  const char* why = nullptr;
+  if (n == 0) {
+    why = "empty";
+  } else {
+    double ratio = static_cast<double>(stop) / n;
+    if (ratio < fw.line_punct_thr && !(ratio == 0 && fw.line_punct_exclude_zero)) {
+      why = "line_punct_ratio";
+    } else if (static_cast<double>(shorts) / n > fw.short_line_thr) {
+      why = "short_line_ratio";
+    } else {
+      auto [dups, dup_chars] = FindDuplicates(&sc->table, keys);
+      (void)dups;
+      if (chars > 0 && static_cast<double>(dup_chars) / chars > fw.char_duplicates_ratio) {
+        why = "char_dup_ratio";
+      } else if (tokens == 0 ? newlines_after > 0
+                             : static_cast<double>(newlines_after) / tokens > fw.new_line_ratio) {
+        why = "list_ratio";
+      }
+    }
+  }
+  return why;
+}
+
+}  // namespace grist::clean::internal

@@ -1,7 +1,12 @@
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -764,6 +769,9 @@ struct PublishOptions {
   const BuildConfig* config = nullptr;
   std::string config_path;  // for reports/build.json
   std::string output_dir;
+  // Where the release is written before it is moved to output_dir (same file system; removed and
+  // rewritten by every pack).
+  std::string staging_dir;
   RunOptions run;
   tokenize::Tokenizer* tokenizer = nullptr;
   std::string tokens_dir;  // a complete tokenize output (every task's part)
@@ -812,8 +820,42 @@ absl::Status AddMegatronDocument(Env* env, const std::string& release_dir, const
   if (append) doc->pop_back();
   return st;
 }
-// The pack+shard stage: packs the tokenized parts into the release folder and publishes it
-// (reports/, then manifest.json last).
+// Moves the whole release at `staging` to `output`. An earlier release at `output` stays in place
+// until the new one takes its name: with Env::Default() the two are swapped atomically
+// (renameat2(RENAME_EXCHANGE); a reader of `output` sees the old release or the new one, never
+// neither), elsewhere (other Envs, file systems without the exchange) the old one is renamed aside
+// just before (a kill between the two renames leaves no release at `output` until a rerun).
+// Returns the path now holding the earlier release (to remove once the new name is durable), or "".
+absl::StatusOr<std::string> Publish(Env* env, const std::string& staging, const std::string& output) {
+  RETURN_IF_ERROR(env->CreateDirs(DirName(output)));
+  if (!env->IsDirectory(output)) {
+    RETURN_IF_ERROR(env->RemoveAll(output));
+    RETURN_IF_ERROR(env->RenameFile(staging, output));
+    return std::string();
+  }
+#if defined(SYS_renameat2) && defined(RENAME_EXCHANGE)
+  if (env == Env::Default()) {
+    if (::syscall(SYS_renameat2, AT_FDCWD, staging.c_str(), AT_FDCWD, output.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+      return staging;
+    }
+    const int e = errno;
+    if (e != EINVAL && e != ENOSYS && e != ENOTSUP) {  // else: not supported here, rename instead
+      return absl::Status(absl::ErrnoToStatusCode(e),
+                          absl::StrCat("renameat2(RENAME_EXCHANGE) ", staging, " <-> ", output,
+                                       ": ", std::strerror(e)));
+    }
+  }
+#endif
+  const std::string previous = staging + ".previous";
+  RETURN_IF_ERROR(env->RemoveAll(previous));
+  RETURN_IF_ERROR(env->RenameFile(output, previous));
+  RETURN_IF_ERROR(env->RenameFile(staging, output));
+  return previous;
+}
+
+// The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
+// the release folder (reports/, then manifest.json last, then the move: Publish).
 absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   const BuildConfig& bc = *o.config;
   tokenize::Tokenizer* tok = o.tokenizer;
@@ -837,8 +879,11 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
           o.output_dir, ": exists and is not a release; refusing to overwrite it"));
     }
   }
-  RETURN_IF_ERROR(env->RemoveAll(o.output_dir));
-  RETURN_IF_ERROR(env->CreateDirs(JoinPath(o.output_dir, std::string(shard::kShardsDir))));
+  // The new release is written into the staging folder and moved to --output only when whole, so
+  // an earlier release there stays published (and valid) until the new one replaces it at once.
+  const std::string& dir = o.staging_dir;
+  RETURN_IF_ERROR(env->RemoveAll(dir));
+  RETURN_IF_ERROR(env->CreateDirs(JoinPath(dir, std::string(shard::kShardsDir))));
   pack::PackOptions po = bc.pack;
   po.pad_id = tok->pad_id() >= 0 ? tok->pad_id() : (tok->eos_id() >= 0 ? tok->eos_id() : 0);
   const shard::TokenDtype dtype = shard::DtypeForVocab(static_cast<uint64_t>(tok->vocab_size()));
@@ -856,7 +901,7 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   for (int i = 0; i < 2; ++i) {
     SplitState& s = splits[i];
     s.name = std::string(i == 0 ? shard::kTrainSplit : shard::kValidationSplit);
-    s.writer = std::make_unique<shard::SplitWriter>(env, o.output_dir, s.name, st, dtype,
+    s.writer = std::make_unique<shard::SplitWriter>(env, dir, s.name, st, dtype,
                                                     bc.shard_max_bytes);
     shard::SplitWriter* w = s.writer.get();
     s.packer = std::make_unique<pack::Packer>(po, [w](const pack::PackedSample& p) {
@@ -875,7 +920,7 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
         SplitState& s = splits[bc.split.SplitOf(doc)];
         ++s.documents;
         RETURN_IF_ERROR(s.packer->Add(doc));
-        RETURN_IF_ERROR(AddMegatronDocument(env, o.output_dir, s.name, dtype, tok->eos_id(),
+        RETURN_IF_ERROR(AddMegatronDocument(env, dir, s.name, dtype, tok->eos_id(),
                                             &doc, &s.docs, &s.eod_appended));
         prog.Add(doc.size());
       }
@@ -914,7 +959,7 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   pj.EndObject();
   RETURN_IF_ERROR(crash::Point("build.pack.after_shards"));
   // Tokenizer into the release.
-  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(o.output_dir, std::string(shard::kTokenizerName)),
+  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir, std::string(shard::kTokenizerName)),
                                   tok->model_bytes()));
   m.tokenizer.file = {std::string(shard::kTokenizerName), tok->model_bytes().size(),
                       Hash128Of(tok->model_bytes())};
@@ -988,7 +1033,7 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   report.seconds = o.total->Seconds();
   report.peak_rss_bytes = PeakRssBytes();
   // reports/ (not reproducible, not in the manifest), then the manifest last.
-  const std::string reports = JoinPath(o.output_dir, std::string(shard::kReportsDir));
+  const std::string reports = JoinPath(dir, std::string(shard::kReportsDir));
   RETURN_IF_ERROR(env->CreateDirs(reports));
   JsonWriter bj(2);
   bj.BeginObject().Key("build").Raw(report.ToJson());
@@ -997,9 +1042,11 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "build.json"), bj.str() + "\n"));
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "summary.md"), report.Table()));
   RETURN_IF_ERROR(crash::Point("build.pack.before_manifest"));
-  RETURN_IF_ERROR(shard::WriteManifest(env, o.output_dir, m));
+  RETURN_IF_ERROR(shard::WriteManifest(env, dir, m));
+  ASSIGN_OR_RETURN(std::string previous, Publish(env, dir, o.output_dir));
   RETURN_IF_ERROR(crash::Point("build.pack.after_manifest"));
   RETURN_IF_ERROR(env->SyncDir(DirName(o.output_dir)));
+  if (!previous.empty()) RETURN_IF_ERROR(env->RemoveAll(previous));
   return report;
 }
 
@@ -1190,6 +1237,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   po.config = &bc;
   po.config_path = opts.config_path;
   po.output_dir = opts.output_dir;
+  po.staging_dir = b.Dir("release");
   po.run = opts.run;
   ASSIGN_OR_RETURN(po.tokenizer, b.Tokenizer());
   po.tokens_dir = b.TokensDir();
@@ -1210,6 +1258,7 @@ absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro)
   po.config = &bc;
   po.config_path = pro.config_path;
   po.output_dir = pro.output_dir;
+  po.staging_dir = pro.output_dir + ".partial";
   po.run = pro.run;
   po.tokenizer = tok.get();
   po.tokens_dir = pro.tokens_dir;

@@ -9,7 +9,10 @@
 //   <output>.work/tokens/               tokenize encode output (MMIDIDX per task)
 // A rerun with the same config skips every stage that has a completion record; a different config
 // (its canonical JSON hash differs) discards the work folder first. The release itself is written
-// with manifest.json last, so an interrupted build never leaves something that looks published.
+// to <output>.work/release/ with manifest.json last, then moved to output_dir whole (an earlier
+// release there is swapped out atomically where the file system allows: docs/release.md), so an
+// interrupted build never leaves something that looks published, and never unpublishes the
+// release it replaces before the new one is complete.
 #ifndef GRIST_RELEASE_RELEASE_H_
 #define GRIST_RELEASE_RELEASE_H_
 

@@ -325,9 +325,8 @@ absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
   return all;
 }
 
-// Sums the per-task clean reports (clean-report-IIIII-of-NNNNN.json, CleanReport::ToJson, written
-// last by each task) of a complete set into the report one task over all inputs would have given:
-// the counts add up, the time is the slowest task's. `parts` gets the kept parts the reports list.
+// Reads the counts of one clean task's report (clean-report-IIIII-of-NNNNN.json, CleanReport::ToJson,
+// written last by the task) for clean-merge to sum; appends the kept parts it lists to `parts`.
 absl::StatusOr<clean::CleanReport> ParseCleanTaskReport(const std::string& path,
                                                         const std::string& text,
                                                         std::vector<std::string>* parts) {

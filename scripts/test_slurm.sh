@@ -15,7 +15,9 @@
 #      and publishes the same release;
 #   5. the same with one dedup-buckets task failing: the chain stops there, the next array's task
 #      refuses naming it; the resubmitted chain skips clean, reruns dedup and publishes the same
-#      release.
+#      release;
+#   6. `grist dedup` alone through scripts/slurm/submit_dedup.sh (3-task arrays, input and output
+#      paths with spaces): every task's marker, the same kept documents as one `grist dedup`.
 # Needs root (to install packages and run slurmd). Bounded: each chain waits at most
 # GRIST_SLURM_TIMEOUT seconds (default 300). Environment: GRIST_BUILD_DIR (default build).
 set -euo pipefail
@@ -162,4 +164,26 @@ if ! diff -r --exclude=reports "$tmp/local" "$tmp/slurm5"; then
   fail "the resumed Slurm release differs from the local build"
 fi
 echo "ok: the resumed chain published the same release"
+echo "== 6. grist dedup alone as arrays (submit_dedup.sh): paths with spaces reach every task intact"
+mkdir -p "$tmp/in put"
+cp "$tmp"/corpus-*.jsonl "$tmp/in put/"
+"$BUILD/grist" dedup -i "$tmp/in put" -o "$tmp/dd local" --threshold 0.8 --quiet >/dev/null
+GRIST="$BUILD/grist" scripts/slurm/submit_dedup.sh 3 "$tmp/in put" "$tmp/dd out" --threshold 0.8
+start=$SECONDS
+while squeue -h 2>/dev/null | grep -q .; do
+  ((SECONDS - start < TIMEOUT)) || fail "the dedup chain did not finish within $TIMEOUT s"
+  sleep 2
+done
+[[ -f "$tmp/dd out/dedup_report.json" ]] || fail "the dedup chain wrote no report: $(tail -n 3 "$tmp/dd out.slurm"/logs/* 2>&1)"
+for t in 0 1 2; do
+  for s in signatures buckets clusters filter; do
+    [[ -f "$tmp/dd out.slurm/dedup-$s/.done/task-$t-of-3" ]] || fail "no marker of dedup $s task $t"
+  done
+done
+kept() { find "$1" -maxdepth 1 -name '*.jsonl.zst' -print0 | sort -z | xargs -0 zstdcat; }
+n_local=$(kept "$tmp/dd local" | wc -l)
+((n_local > 400)) || fail "a local grist dedup kept only $n_local documents"
+[[ "$(kept "$tmp/dd out" | md5sum)" == "$(kept "$tmp/dd local" | md5sum)" ]] ||
+  fail "the dedup chain kept other documents than a local grist dedup"
+echo "ok: the 3-task dedup chain kept the same $n_local documents as one process"
 echo "test_slurm: all passed"

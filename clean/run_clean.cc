@@ -191,6 +191,17 @@ std::string OptionsJson(const CleanOptions& o) {
   return w.Take();
 }
 
+std::string CleanReport::CountsJson() const {
+  JsonWriter w(0);
+  w.BeginObject().Field("docs_in", counts.docs_in).Field("docs_out", counts.docs_out);
+  w.Field("docs_rejected", counts.docs_rejected).Field("docs_removed", counts.docs_removed);
+  w.Field("bytes_in", counts.bytes_in).Field("bytes_out", counts.bytes_out);
+  w.Field("bad_records", bad_records).Key("reasons").BeginObject();
+  for (const auto& [reason, n] : reasons) w.Field(reason, n);
+  w.EndObject().EndObject();
+  return w.Take();
+}
+
 std::string CleanReport::ToJson() const {
   JsonWriter w(2);
   w.BeginObject();

@@ -71,6 +71,9 @@ struct CleanReport {
 
   double MbPerSecond() const { return seconds > 0 ? record_bytes / 1e6 / seconds : 0; }
   std::string ToJson() const;
+  // The reproducible counts alone (no timings, no paths), compact: what a release manifest records
+  // for the clean stage (docs/formats/release.md, counts.clean).
+  std::string CountsJson() const;
   // A short human-readable summary (a few lines) for the terminal.
   std::string Summary() const;
 };

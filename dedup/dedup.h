@@ -143,6 +143,9 @@ struct DedupReport {
   uint64_t peak_rss_bytes = 0;
   std::string simd_target;
   std::string ToJson() const;
+  // The reproducible counts and parameters alone (no timings), compact: what a release manifest
+  // records for the dedup stage (docs/formats/release.md, counts.dedup).
+  std::string CountsJson() const;
 };
 
 absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& inputs,

@@ -169,6 +169,17 @@ DedupOptions DedupOptions::Resolved() const {
 // ---------------------------------------------------------------------------------------------
 // Report
 
+std::string DedupReport::CountsJson() const {
+  JsonWriter w(0);
+  w.BeginObject().Field("docs_in", counts.docs_in).Field("docs_out", counts.docs_out);
+  w.Field("docs_rejected", counts.docs_rejected).Field("docs_removed", counts.docs_removed);
+  w.Field("removed_exact", removed_exact).Field("removed_near", removed_near);
+  w.Field("removed_lines", removed_lines).Field("clusters", clusters);
+  w.Field("bands", static_cast<int64_t>(bands)).Field("rows", static_cast<int64_t>(rows));
+  w.Field("threshold", threshold).EndObject();
+  return w.Take();
+}
+
 std::string DedupReport::ToJson() const {
   JsonWriter w(2);
   w.BeginObject();

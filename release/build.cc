@@ -1,14 +1,21 @@
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/crash_point.h"
@@ -26,6 +33,7 @@
 #include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
+#include "shard/split_policy.h"
 #include "shard/split_writer.h"
 #include "tokenize/encode.h"
 #include "tokenize/indexed_dataset.h"
@@ -47,7 +55,7 @@ struct BuildConfig {
   tokenize::TrainOptions train;
   tokenize::EncodeStageOptions encode;
   pack::PackOptions pack;
-  double validation_fraction = 0.01;
+  shard::SplitPolicy split;
   uint64_t shard_max_bytes = 256ull << 20;
   std::string canonical_json;
   Hash128 hash;
@@ -88,10 +96,7 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   }
   ASSIGN_OR_RETURN(b.encode, tokenize::EncodeStageOptions::FromConfig(c));
   ASSIGN_OR_RETURN(b.pack, pack::PackOptions::FromConfig(c));
-  ASSIGN_OR_RETURN(b.validation_fraction, c.GetDouble("split.validation_fraction", 0.01));
-  if (!(b.validation_fraction >= 0 && b.validation_fraction < 1)) {
-    return KeyError(c, "split.validation_fraction", "must be in [0, 1)");
-  }
+  ASSIGN_OR_RETURN(b.split, shard::SplitPolicy::FromConfig(c, b.seed));
   ASSIGN_OR_RETURN(int64_t smb, c.GetInt("shard.max_bytes", 256ll << 20));
   if (smb <= 0) return KeyError(c, "shard.max_bytes", "must be positive");
   b.shard_max_bytes = static_cast<uint64_t>(smb);
@@ -113,13 +118,6 @@ struct StageRecord {
   std::string outputs_json = "[]";  // StageOutputs() of the completed stage
 };
 
-// Where a stage leaves its outputs, relative to the work folder.
-std::string StageOutputRoot(const std::string& stage) {
-  if (stage == "tokenizer") return "tokenizer.model";
-  if (stage == "tokenize") return "tokens";
-  return stage;  // clean, dedup: their kept parts (and whatever else they leave in the folder)
-}
-
 void ListFilesUnder(Env* env, const std::string& base, const std::string& rel,
                     std::vector<std::string>* out) {
   const std::string path = rel.empty() ? base : JoinPath(base, rel);
@@ -132,7 +130,7 @@ void ListFilesUnder(Env* env, const std::string& base, const std::string& rel,
   for (const std::string& n : *names) ListFilesUnder(env, base, rel.empty() ? n : JoinPath(rel, n), out);
 }
 
-// One file a stage left under WORK/StageOutputRoot(stage).
+// One file a stage left under its output root (WORK/<root>, the table's StageDef::output_root).
 struct StageOutput {
   std::string path;  // relative to the work folder
   uint64_t bytes = 0;
@@ -140,11 +138,11 @@ struct StageOutput {
   bool operator==(const StageOutput&) const = default;
 };
 
-// Every file a stage left under WORK/StageOutputRoot(stage), in path order, with its size and
-// XXH3-128: recorded with the stage, checked on resume.
+// Every file a stage left under WORK/<output_root>, in path order, with its size and XXH3-128:
+// recorded with the stage, checked on resume.
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
-                                                      const std::string& stage) {
-  const std::string root = JoinPath(work, StageOutputRoot(stage));
+                                                      const std::string& output_root) {
+  const std::string root = JoinPath(work, output_root);
   std::vector<std::string> rels;
   ListFilesUnder(env, root, "", &rels);
   std::sort(rels.begin(), rels.end());
@@ -152,7 +150,7 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   for (const std::string& rel : rels) {
     const std::string path = rel.empty() ? root : JoinPath(root, rel);
     StageOutput o;
-    o.path = rel.empty() ? StageOutputRoot(stage) : JoinPath(StageOutputRoot(stage), rel);
+    o.path = rel.empty() ? output_root : JoinPath(output_root, rel);
     ASSIGN_OR_RETURN(o.bytes, env->GetFileSize(path));
     ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, path));
     o.xxh3_128 = h.ToHex();
@@ -222,7 +220,8 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
 // exactly as recorded; nullopt otherwise (missing, torn or damaged record, another config, an
 // output missing, added, truncated or changed: the stage runs again, with a note on stderr when
 // the record was there).
-std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash) {
+std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
+                                      const std::string& output_root) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   const std::string work = DirName(DirName(path));
@@ -268,7 +267,7 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
     x.xxh3_128 = std::string(hx);
     recorded.push_back(std::move(x));
   }
-  auto now = StageOutputs(env, work, s.name);
+  auto now = StageOutputs(env, work, output_root);
   if (!now.ok()) return damaged(std::string(now.status().message()));
   if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
   r.outputs_json = StageOutputsJson(*now);
@@ -326,6 +325,470 @@ absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
   return all;
 }
 
+// Reads the counts of one clean task's report (clean-report-IIIII-of-NNNNN.json, CleanReport::ToJson,
+// written last by the task) for clean-merge to sum; appends the kept parts it lists to `parts`.
+absl::StatusOr<clean::CleanReport> ParseCleanTaskReport(const std::string& path,
+                                                        const std::string& text,
+                                                        std::vector<std::string>* parts) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(text);
+  auto bad = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(path, ": not a clean report (", what, ")"));
+  };
+  if (p.parse(ps).get(e) != simdjson::SUCCESS) return bad("not JSON");
+  clean::CleanReport r;
+  struct Field {
+    const char* object;
+    const char* key;
+    uint64_t* dst;
+  };
+  for (const Field& f : {Field{"docs", "in", &r.counts.docs_in}, Field{"docs", "kept", &r.counts.docs_out},
+                         Field{"docs", "rejected", &r.counts.docs_rejected},
+                         Field{"docs", "bad_records", &r.bad_records},
+                         Field{"bytes", "in", &r.counts.bytes_in}, Field{"bytes", "kept", &r.counts.bytes_out},
+                         Field{"bytes", "records", &r.record_bytes}}) {
+    if (e[f.object][f.key].get(*f.dst) != simdjson::SUCCESS) {
+      return bad(absl::StrCat("no ", f.object, ".", f.key));
+    }
+  }
+  simdjson::dom::object reasons;
+  if (e["reasons"].get(reasons) != simdjson::SUCCESS) return bad("no reasons");
+  for (auto [k, v] : reasons) {
+    uint64_t n = 0;
+    if (v.get(n) != simdjson::SUCCESS) return bad("a reason's count is not a number");
+    r.reasons[std::string(k)] += n;
+  }
+  if (e["seconds"].get(r.seconds) != simdjson::SUCCESS) return bad("no seconds");
+  simdjson::dom::array kept;
+  if (e["kept_parts"].get(kept) != simdjson::SUCCESS) return bad("no kept_parts");
+  for (simdjson::dom::element k : kept) {
+    std::string_view name;
+    if (k["path"].get(name) != simdjson::SUCCESS) return bad("a kept part without a path");
+    parts->push_back(std::string(name));
+  }
+  return r;
+}
+
+// ---- The build: its context and its table of stages ----
+
+struct Build;
+
+// What a step of a stage gives back: the stage's record when the step completes the stage (the
+// whole stage, or its merge), else the summary of what this task did (printed by the CLI).
+struct StepResult {
+  StageRecord record;
+  bool completes = false;
+};
+
+// One `grist build --stage NAME` step of a stage.
+struct Step {
+  std::string name;
+  bool parallel = false;  // runs as task I of N (--task/--tasks), concurrently with the others
+  // Completes the stage (writes its record) when it succeeds; the last step of every stage does.
+  bool completes = false;
+  std::function<absl::StatusOr<StageRecord>(Build&, const RunOptions&)> run;
+};
+
+// A stage of the build, one entry of the table (Stages() below). Adding a stage is adding one.
+struct StageDef {
+  std::string name;         // its record: WORK/stages/<name>.json; its crash points build.<name>.*
+  std::string output_root;  // where it leaves its outputs, relative to the work folder
+  std::function<bool(const BuildConfig&)> enabled;
+  // What it reads: the inputs of the config (clean), else the documents the stages before kept.
+  enum class Inputs { kConfigInputs, kDocuments } inputs = Inputs::kDocuments;
+  // Whether its kept documents (the *.jsonl.zst at the top of its output root) are what the next
+  // stages read; otherwise they read what this one read.
+  bool keeps_documents = false;
+  // Whether its report_json goes into the release manifest's counts (and its documents into the
+  // "nothing lost" balance): {"enabled": false} there when disabled.
+  bool counted = false;
+  // Whether `--stage tokenizer` may run it in its own process when it has not completed (the
+  // stages before the tokenizer, as before they ran as arrays of their own).
+  bool runs_before_tokenizer = false;
+  // The stage in one process (the unstaged build): run -> record.
+  std::function<absl::StatusOr<StageRecord>(Build&)> run;
+  // The stage as `--stage` steps, in order (job arrays and their merges).
+  std::vector<Step> steps;
+
+  // "clean (every task) and clean-merge": what to run for this stage, for messages.
+  std::string HowToRun() const {
+    std::string out;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (i) out += i + 1 == steps.size() ? " and " : ", ";
+      out += steps[i].name + (steps[i].parallel ? " (every task)" : "");
+    }
+    return out;
+  }
+};
+
+// Shared by every stage of one BuildRelease call.
+struct Build {
+  Env* env;
+  const BuildOptions& opts;
+  const BuildConfig& bc;
+  std::string work;
+  std::vector<InputFile> input_files;  // listed once (sizes only: hashed when pack needs them)
+  uint64_t input_bytes = 0;
+  std::vector<std::string> docs;  // what the next stage reads
+  std::map<std::string, StageRecord> records;  // the completed stages, by name
+  std::unique_ptr<tokenize::Tokenizer> tokenizer;
+
+  std::string Dir(const std::string& sub) const { return JoinPath(work, sub); }
+  std::string StagesDir() const { return Dir("stages"); }
+  std::string RecordPath(const std::string& stage) const {
+    return JoinPath(StagesDir(), stage + ".json");
+  }
+  std::string ModelPath() const { return Dir("tokenizer.model"); }
+  std::string TokensDir() const { return Dir("tokens"); }
+  const std::vector<std::string>& Reads(const StageDef& s) const {
+    return s.inputs == StageDef::Inputs::kConfigInputs ? bc.inputs : docs;
+  }
+  absl::StatusOr<tokenize::Tokenizer*> Tokenizer() {
+    if (!tokenizer) {
+      ASSIGN_OR_RETURN(tokenizer, tokenize::Tokenizer::Load(env, ModelPath()));
+    }
+    return tokenizer.get();
+  }
+  // Called once a stage's outputs are written and synced: hashes them into the record, then
+  // writes the record (atomically), with the crash points of release/crash_points.h between.
+  absl::Status Complete(const StageDef& s, StageRecord& r) {
+    const std::string point = absl::StrCat("build.", s.name, ".");
+    RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
+    ASSIGN_OR_RETURN(std::vector<StageOutput> outputs, StageOutputs(env, work, s.output_root));
+    r.outputs_json = StageOutputsJson(outputs);
+    RETURN_IF_ERROR(crash::Point(point + "before_record"));
+    RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));
+    return crash::Point(point + "after_record");
+  }
+};
+
+void CountsSummary(const DocCounts& c, StageSummary* s) {
+  s->docs_in = c.docs_in;
+  s->docs_out = c.docs_out;
+  s->docs_rejected = c.docs_rejected;
+  s->docs_removed = c.docs_removed;
+}
+
+RunOptions OneTask(const RunOptions& run) {
+  RunOptions one = run;
+  one.task = 0;
+  one.tasks = 1;
+  return one;
+}
+
+std::string TaskNote(const RunOptions& run) { return absl::StrCat("task ", run.task, " of ", run.tasks); }
+
+// ---- clean ----
+
+StageRecord CleanRecord(const clean::CleanReport& cr) {
+  StageRecord r;
+  CountsSummary(cr.counts, &r.summary);
+  r.summary.bytes_in = cr.record_bytes;
+  r.summary.seconds = cr.seconds;
+  r.report_json = cr.CountsJson();
+  return r;
+}
+
+// Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json) was
+// written by a task of another task count than `tasks`.
+bool OfOtherTaskCount(const std::string& name, int tasks) {
+  for (const char* prefix : {"part-", "clean-report-"}) {
+    const std::string p = prefix;
+    if (name.rfind(p, 0) != 0) continue;
+    const std::string of = absl::StrFormat("-of-%05d", tasks);
+    return name.size() < p.size() + 5 + of.size() || name.compare(p.size() + 5, of.size(), of) != 0;
+  }
+  return false;
+}
+
+absl::StatusOr<StageRecord> CleanTask(Build& b, const RunOptions& run) {
+  const std::string dir = b.Dir("clean");
+  // Files of an earlier attempt with another task count (tasks of this count each replace only
+  // their own files, so the N tasks can run at once).
+  for (const std::string& d : {dir, JoinPath(dir, "rejects")}) {
+    if (!b.env->IsDirectory(d)) continue;
+    ASSIGN_OR_RETURN(std::vector<std::string> names, b.env->ListDir(d));
+    for (const std::string& n : names) {
+      if (OfOtherTaskCount(n, run.tasks)) RETURN_IF_ERROR(b.env->RemoveFile(JoinPath(d, n)));
+    }
+  }
+  ASSIGN_OR_RETURN(clean::CleanReport cr, clean::RunClean(b.env, b.bc.inputs, dir, b.bc.clean, run));
+  StageRecord r = CleanRecord(cr);
+  r.summary.note = TaskNote(run);
+  return r;
+}
+
+absl::StatusOr<StageRecord> CleanMerge(Build& b, const RunOptions&) {
+  Stopwatch sw;
+  const std::string dir = b.Dir("clean");
+  std::vector<std::string> names;
+  if (b.env->IsDirectory(dir)) {
+    ASSIGN_OR_RETURN(names, b.env->ListDir(dir));
+  }
+  int tasks = -1;
+  for (const std::string& n : names) {
+    int t = 0, of = 0;
+    char tail[8] = {0};
+    if (std::sscanf(n.c_str(), "clean-report-%5d-of-%5d.%4s", &t, &of, tail) != 3 ||
+        std::string(tail) != "json") {
+      continue;
+    }
+    if (tasks >= 0 && of != tasks) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, ": clean reports of different task counts (", tasks, " and ", of, ")"));
+    }
+    tasks = of;
+  }
+  if (tasks < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": no clean task has finished (no clean-report-*.json); run --stage clean first"));
+  }
+  clean::CleanReport all;
+  std::vector<std::string> listed;
+  for (int t = 0; t < tasks; ++t) {
+    const std::string path =
+        JoinPath(dir, absl::StrCat("clean-report-", clean::TaskPrefix(t, tasks).substr(5), ".json"));
+    auto text = ReadFileToString(b.env, path);
+    if (!text.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": clean task ", t, " of ", tasks, " has not finished"));
+    }
+    ASSIGN_OR_RETURN(clean::CleanReport r, ParseCleanTaskReport(path, *text, &listed));
+    all.counts.docs_in += r.counts.docs_in;
+    all.counts.docs_out += r.counts.docs_out;
+    all.counts.docs_rejected += r.counts.docs_rejected;
+    all.counts.bytes_in += r.counts.bytes_in;
+    all.counts.bytes_out += r.counts.bytes_out;
+    all.bad_records += r.bad_records;
+    all.record_bytes += r.record_bytes;
+    for (const auto& [reason, n] : r.reasons) all.reasons[reason] += n;
+    all.seconds = std::max(all.seconds, r.seconds);
+  }
+  // The kept parts on disk are exactly those the reports list (none missing, none stray).
+  ASSIGN_OR_RETURN(std::vector<std::string> kept, KeptParts(b.env, dir));
+  std::vector<std::string> on_disk;
+  for (const std::string& k : kept) on_disk.push_back(BaseName(k));
+  std::sort(listed.begin(), listed.end());
+  if (on_disk != listed) {
+    return absl::DataLossError(absl::StrCat(
+        dir, ": the kept parts are not those the ", tasks, " task reports list (",
+        on_disk.size(), " on disk, ", listed.size(), " listed); rerun --stage clean"));
+  }
+  StageRecord r = CleanRecord(all);
+  // The stage took as long as its slowest task (they run at once) plus this merge.
+  r.summary.seconds = all.seconds + sw.Seconds();
+  r.summary.note = absl::StrCat("merged ", tasks, " task(s); slowest ",
+                                absl::StrFormat("%.2f", all.seconds), " s");
+  return r;
+}
+
+// ---- dedup ----
+
+StageRecord DedupRecord(const dedup::DedupReport& dr) {
+  StageRecord r;
+  CountsSummary(dr.counts, &r.summary);
+  r.summary.bytes_in = dr.counts.bytes_in;
+  for (const auto& st : dr.stages) r.summary.seconds += st.seconds;
+  r.report_json = dr.CountsJson();
+  return r;
+}
+
+absl::Status NeedDocuments(const Build& b) {
+  if (b.docs.empty()) return absl::FailedPreconditionError("build: the clean stage kept no documents");
+  return absl::OkStatus();
+}
+
+// The dedup stage's own work folder (its scratch), cleared once its report is written.
+std::string DedupScratch(const Build& b) {
+  return b.bc.dedup.work_dir.empty() ? JoinPath(b.Dir("dedup"), ".dedup-work") : b.bc.dedup.work_dir;
+}
+
+Step DedupStep(dedup::DedupStage stage) {
+  Step s;
+  s.name = absl::StrCat("dedup-", dedup::DedupStageName(stage));
+  s.parallel = dedup::StageIsParallel(stage);
+  s.completes = stage == dedup::DedupStage::kReport;
+  s.run = [stage](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+    RETURN_IF_ERROR(NeedDocuments(b));
+    ASSIGN_OR_RETURN(dedup::DedupReport dr,
+                     dedup::RunDedupStage(b.env, stage, b.docs, b.Dir("dedup"), b.bc.dedup, run));
+    if (stage != dedup::DedupStage::kReport) {
+      StageRecord r;
+      r.summary.name = "dedup";
+      r.summary.note = dedup::StageIsParallel(stage)
+                           ? absl::StrCat(dedup::DedupStageName(stage), ", ", TaskNote(run))
+                           : std::string(dedup::DedupStageName(stage));
+      return r;
+    }
+    if (!b.bc.dedup.keep_work) RETURN_IF_ERROR(b.env->RemoveAll(DedupScratch(b)));
+    return DedupRecord(dr);
+  };
+  return s;
+}
+
+// ---- tokenizer ----
+
+absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
+  Stopwatch sw;
+  StageRecord r;
+  if (!b.bc.tokenizer_model.empty()) {
+    auto bytes = ReadFileToString(b.env, b.bc.tokenizer_model);
+    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
+    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, b.bc.tokenizer_model).status());
+    RETURN_IF_ERROR(WriteFileAtomic(b.env, b.ModelPath(), *bytes));
+    r.summary.note = "pretrained";
+    r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
+  } else {
+    ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(b.env, b.docs, b.ModelPath(), b.bc.train,
+                                                       b.opts.run.progress));
+    r.summary.docs_in = tr.documents;
+    r.summary.docs_out = tr.documents - tr.documents_rejected;
+    r.summary.docs_rejected = tr.documents_rejected;
+    r.summary.bytes_in = b.input_bytes;
+    r.summary.note = "trained";
+    r.report_json = tr.ToJson();
+  }
+  r.summary.seconds = sw.Seconds();
+  return r;
+}
+
+// ---- tokenize ----
+
+// The tokenize stage's record from its (whole or merged) encode report.
+StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
+  StageRecord r;
+  r.summary.name = "tokenize";
+  CountsSummary(er.counts, &r.summary);
+  r.summary.bytes_in = er.counts.bytes_in;
+  r.summary.tokens = er.tokens;
+  r.summary.seconds = er.seconds;
+  r.report_json = er.ToJson();
+  return r;
+}
+
+absl::StatusOr<tokenize::EncodeReport> Encode(Build& b, const RunOptions& run) {
+  tokenize::EncodeStageOptions eo = b.bc.encode;
+  eo.model_path = b.ModelPath();
+  return tokenize::RunEncode(b.env, b.docs, b.TokensDir(), eo, run);
+}
+
+absl::StatusOr<StageRecord> TokenizeMerge(Build& b, const RunOptions&) {
+  Stopwatch sw;
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(b.env, b.TokensDir()));
+  ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(b.env, parts));
+  StageRecord r = EncodeRecord(er);
+  // The stage took as long as its slowest task (they run at once) plus this merge.
+  r.summary.seconds = er.seconds + sw.Seconds();
+  r.summary.note = absl::StrCat("merged ", parts.size(), " task(s); slowest ",
+                                absl::StrFormat("%.2f", er.seconds), " s");
+  return r;
+}
+
+// ---- The table ----
+
+const std::vector<StageDef>& Stages() {
+  static const auto* stages = [] {
+    auto* v = new std::vector<StageDef>();
+    {
+      StageDef s;
+      s.name = "clean";
+      s.output_root = "clean";
+      s.enabled = [](const BuildConfig& bc) { return bc.clean_enabled; };
+      s.inputs = StageDef::Inputs::kConfigInputs;
+      s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto cr, clean::RunClean(b.env, b.bc.inputs, b.Dir("clean"), b.bc.clean,
+                                                  OneTask(b.opts.run)));
+        return CleanRecord(cr);
+      };
+      s.steps = {Step{"clean", true, false, CleanTask}, Step{"clean-merge", false, true, CleanMerge}};
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "dedup";
+      s.output_root = "dedup";
+      s.enabled = [](const BuildConfig& bc) { return bc.dedup_enabled; };
+      s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        RETURN_IF_ERROR(NeedDocuments(b));
+        ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(b.env, b.docs, b.Dir("dedup"), b.bc.dedup,
+                                                  OneTask(b.opts.run)));
+        return DedupRecord(dr);
+      };
+      for (dedup::DedupStage st : {dedup::DedupStage::kSignatures, dedup::DedupStage::kBuckets,
+                                   dedup::DedupStage::kClusters, dedup::DedupStage::kMerge,
+                                   dedup::DedupStage::kFilter, dedup::DedupStage::kReport}) {
+        s.steps.push_back(DedupStep(st));
+      }
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "tokenizer";
+      s.output_root = "tokenizer.model";
+      s.enabled = [](const BuildConfig&) { return true; };
+      s.run = RunTokenizer;
+      s.steps = {Step{"tokenizer", false, true,
+                      [](Build& b, const RunOptions&) { return RunTokenizer(b); }}};
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "tokenize";
+      s.output_root = "tokens";
+      s.enabled = [](const BuildConfig&) { return true; };
+      s.counted = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto er, Encode(b, OneTask(b.opts.run)));
+        return EncodeRecord(er);
+      };
+      s.steps = {Step{"tokenize", true, false,
+                      [](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+                        ASSIGN_OR_RETURN(auto er, Encode(b, run));
+                        StageRecord r = EncodeRecord(er);
+                        r.summary.note = TaskNote(run);
+                        return r;
+                      }},
+                 Step{"tokenize-merge", false, true, TokenizeMerge}};
+      v->push_back(std::move(s));
+    }
+    return v;
+  }();
+  return *stages;
+}
+
+constexpr const char* kPackStep = "pack";
+
+// ---- pack + shard ----
+
+// What the pack+shard stage publishes from: the build's records and the tokens they describe.
+struct PublishOptions {
+  const BuildConfig* config = nullptr;
+  std::string config_path;  // for reports/build.json
+  std::string output_dir;
+  // Where the release is written before it is moved to output_dir (same file system; removed and
+  // rewritten by every pack).
+  std::string staging_dir;
+  RunOptions run;
+  tokenize::Tokenizer* tokenizer = nullptr;
+  std::string tokens_dir;  // a complete tokenize output (every task's part)
+  std::vector<shard::FileInfo> inputs;  // the config's inputs, hashed, for the manifest
+  // The completed stages by name (the table's); a stage absent here is recorded as disabled.
+  std::map<std::string, StageRecord> records;
+  const Stopwatch* total = nullptr;
+};
+
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<InputFile>& files) {
+  std::vector<shard::FileInfo> inputs;
+  for (const InputFile& f : files) {
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    inputs.push_back({f.path, f.size, h});
+  }
+  return inputs;
+}
+
 std::string Now() {
   std::time_t t = std::time(nullptr);
   char buf[64];
@@ -356,30 +819,70 @@ absl::Status AddMegatronDocument(Env* env, const std::string& release_dir, const
   if (append) doc->pop_back();
   return st;
 }
-
-// The pack+shard stage: packs the tokenized parts in `tokens_dir` into the release folder and
-// publishes it (reports/, then manifest.json last).
-absl::StatusOr<BuildReport> PackAndPublish(
-    Env* env, const BuildOptions& opts, const BuildConfig& bc, tokenize::Tokenizer* tok,
-    const std::string& tokens_dir, const std::vector<shard::FileInfo>& inputs,
-    const std::optional<StageRecord>& clean_rec, const std::optional<StageRecord>& dedup_rec,
-    const std::optional<StageRecord>& tok_rec, const std::optional<StageRecord>& enc_rec,
-    const Stopwatch& total) {
-  BuildReport report;
-  report.output_dir = opts.output_dir;
-  // ---- pack + shard (one stage: its output is the release itself) ----
-  Stopwatch pack_sw;
-  if (env->IsDirectory(opts.output_dir)) {
-    ASSIGN_OR_RETURN(auto names, env->ListDir(opts.output_dir));
-    bool ours = names.empty() || env->FileExists(JoinPath(opts.output_dir, "shards")) ||
-                env->FileExists(JoinPath(opts.output_dir, std::string(shard::kManifestName)));
-    if (!ours) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          opts.output_dir, ": exists and is not a release; refusing to overwrite it"));
+// Moves the whole release at `staging` to `output`. An earlier release at `output` stays in place
+// until the new one takes its name: with Env::Default() the two are swapped atomically
+// (renameat2(RENAME_EXCHANGE); a reader of `output` sees the old release or the new one, never
+// neither), elsewhere (other Envs, file systems without the exchange) the old one is renamed aside
+// just before (a kill between the two renames leaves no release at `output` until a rerun).
+// Returns the path now holding the earlier release (to remove once the new name is durable), or "".
+absl::StatusOr<std::string> Publish(Env* env, const std::string& staging, const std::string& output) {
+  RETURN_IF_ERROR(env->CreateDirs(DirName(output)));
+  if (!env->IsDirectory(output)) {
+    RETURN_IF_ERROR(env->RemoveAll(output));
+    RETURN_IF_ERROR(env->RenameFile(staging, output));
+    return std::string();
+  }
+#if defined(SYS_renameat2) && defined(RENAME_EXCHANGE)
+  if (env == Env::Default()) {
+    if (::syscall(SYS_renameat2, AT_FDCWD, staging.c_str(), AT_FDCWD, output.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+      return staging;
+    }
+    const int e = errno;
+    if (e != EINVAL && e != ENOSYS && e != ENOTSUP) {  // else: not supported here, rename instead
+      return absl::Status(absl::ErrnoToStatusCode(e),
+                          absl::StrCat("renameat2(RENAME_EXCHANGE) ", staging, " <-> ", output,
+                                       ": ", std::strerror(e)));
     }
   }
-  RETURN_IF_ERROR(env->RemoveAll(opts.output_dir));
-  RETURN_IF_ERROR(env->CreateDirs(JoinPath(opts.output_dir, std::string(shard::kShardsDir))));
+#endif
+  const std::string previous = staging + ".previous";
+  RETURN_IF_ERROR(env->RemoveAll(previous));
+  RETURN_IF_ERROR(env->RenameFile(output, previous));
+  RETURN_IF_ERROR(env->RenameFile(staging, output));
+  return previous;
+}
+
+// The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
+// the release folder (reports/, then manifest.json last, then the move: Publish).
+absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
+  const BuildConfig& bc = *o.config;
+  tokenize::Tokenizer* tok = o.tokenizer;
+  auto record = [&](const std::string& name) -> const StageRecord* {
+    auto it = o.records.find(name);
+    return it == o.records.end() ? nullptr : &it->second;
+  };
+  const StageRecord* enc_rec = record("tokenize");
+  const StageRecord* tok_rec = record("tokenizer");
+  if (!enc_rec || !tok_rec) return absl::InternalError("build: pack before tokenize");
+  BuildReport report;
+  report.output_dir = o.output_dir;
+  // ---- pack + shard (one stage: its output is the release itself) ----
+  Stopwatch pack_sw;
+  if (env->IsDirectory(o.output_dir)) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(o.output_dir));
+    bool ours = names.empty() || env->FileExists(JoinPath(o.output_dir, "shards")) ||
+                env->FileExists(JoinPath(o.output_dir, std::string(shard::kManifestName)));
+    if (!ours) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          o.output_dir, ": exists and is not a release; refusing to overwrite it"));
+    }
+  }
+  // The new release is written into the staging folder and moved to --output only when whole, so
+  // an earlier release there stays published (and valid) until the new one replaces it at once.
+  const std::string& dir = o.staging_dir;
+  RETURN_IF_ERROR(env->RemoveAll(dir));
+  RETURN_IF_ERROR(env->CreateDirs(JoinPath(dir, std::string(shard::kShardsDir))));
   pack::PackOptions po = bc.pack;
   po.pad_id = tok->pad_id() >= 0 ? tok->pad_id() : (tok->eos_id() >= 0 ? tok->eos_id() : 0);
   const shard::TokenDtype dtype = shard::DtypeForVocab(static_cast<uint64_t>(tok->vocab_size()));
@@ -397,28 +900,26 @@ absl::StatusOr<BuildReport> PackAndPublish(
   for (int i = 0; i < 2; ++i) {
     SplitState& s = splits[i];
     s.name = std::string(i == 0 ? shard::kTrainSplit : shard::kValidationSplit);
-    s.writer = std::make_unique<shard::SplitWriter>(env, opts.output_dir, s.name, st, dtype,
+    s.writer = std::make_unique<shard::SplitWriter>(env, dir, s.name, st, dtype,
                                                     bc.shard_max_bytes);
     shard::SplitWriter* w = s.writer.get();
     s.packer = std::make_unique<pack::Packer>(po, [w](const pack::PackedSample& p) {
       return w->Append(p.tokens, p.segments);
     });
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, o.tokens_dir));
   {
-    Progress prog("pack", enc_rec->summary.tokens, Progress::Unit::kCount, !opts.run.progress);
+    Progress prog("pack", enc_rec->summary.tokens, Progress::Unit::kCount, !o.run.progress);
     std::vector<int32_t> doc;
     for (const std::string& part : parts) {
       ASSIGN_OR_RETURN(auto reader, tokenize::IndexedDatasetReader::Open(env, part));
       for (uint64_t i = 0; i < reader->sequences(); ++i) {
         doc.clear();
         reader->Read(i, &doc);
-        uint64_t h = Hash64(doc.data(), doc.size() * sizeof(int32_t), bc.seed);
-        double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-        SplitState& s = splits[u < bc.validation_fraction ? 1 : 0];
+        SplitState& s = splits[bc.split.SplitOf(doc)];
         ++s.documents;
         RETURN_IF_ERROR(s.packer->Add(doc));
-        RETURN_IF_ERROR(AddMegatronDocument(env, opts.output_dir, s.name, dtype, tok->eos_id(),
+        RETURN_IF_ERROR(AddMegatronDocument(env, dir, s.name, dtype, tok->eos_id(),
                                             &doc, &s.docs, &s.eod_appended));
         prog.Add(doc.size());
       }
@@ -430,7 +931,7 @@ absl::StatusOr<BuildReport> PackAndPublish(
   m.grist_version = GRIST_VERSION;
   m.config_json = bc.canonical_json;
   m.config_xxh3_128 = bc.hash;
-  m.inputs = inputs;
+  m.inputs = o.inputs;
   m.seq_len = static_cast<uint32_t>(po.seq_len);
   m.sample_tokens = st;
   m.token_dtype = dtype;
@@ -457,7 +958,7 @@ absl::StatusOr<BuildReport> PackAndPublish(
   pj.EndObject();
   RETURN_IF_ERROR(crash::Point("build.pack.after_shards"));
   // Tokenizer into the release.
-  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(opts.output_dir, std::string(shard::kTokenizerName)),
+  RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(dir, std::string(shard::kTokenizerName)),
                                   tok->model_bytes()));
   m.tokenizer.file = {std::string(shard::kTokenizerName), tok->model_bytes().size(),
                       Hash128Of(tok->model_bytes())};
@@ -472,19 +973,24 @@ absl::StatusOr<BuildReport> PackAndPublish(
       m.splits["train"].documents + m.splits["validation"].documents != es.docs_out) {
     return absl::InternalError("build: pack did not receive every tokenized document");
   }
+  // Nothing lost: documents in = in shards + rejected + removed, summed over the counted stages
+  // (clean, dedup, tokenize); documents in are those of the first counted stage that ran.
   JsonWriter cj(0);
   cj.BeginObject();
-  if (clean_rec) {
-    cj.Key("clean").Raw(clean_rec->report_json);
-  } else {
-    cj.Key("clean").BeginObject().Field("enabled", false).EndObject();
+  uint64_t rejected = 0, removed = 0;
+  std::optional<uint64_t> docs_in;
+  for (const StageDef& s : Stages()) {
+    if (!s.counted) continue;
+    const StageRecord* r = record(s.name);
+    if (!r) {
+      cj.Key(s.name).BeginObject().Field("enabled", false).EndObject();
+      continue;
+    }
+    cj.Key(s.name).Raw(r->report_json);
+    if (!docs_in) docs_in = r->summary.docs_in;
+    rejected += r->summary.docs_rejected;
+    removed += r->summary.docs_removed;
   }
-  if (dedup_rec) {
-    cj.Key("dedup").Raw(dedup_rec->report_json);
-  } else {
-    cj.Key("dedup").BeginObject().Field("enabled", false).EndObject();
-  }
-  cj.Key("tokenize").Raw(enc_rec->report_json);
   cj.Key("pack").Raw(pj.str());
   cj.Key("shard").BeginObject();
   cj.Field("documents_in", es.docs_out);
@@ -495,25 +1001,13 @@ absl::StatusOr<BuildReport> PackAndPublish(
   cj.Field("shards_train", static_cast<uint64_t>(m.splits["train"].shards.size()));
   cj.Field("shards_validation", static_cast<uint64_t>(m.splits["validation"].shards.size()));
   cj.EndObject();
-  // Nothing lost: documents in = in shards + rejected (clean, dedup, tokenize) + removed (dedup).
-  uint64_t docs_in = es.docs_in, rejected = es.docs_rejected, removed = es.docs_removed;
-  for (const auto* rec : {&clean_rec, &dedup_rec}) {
-    if (!*rec) continue;
-    rejected += (*rec)->summary.docs_rejected;
-    removed += (*rec)->summary.docs_removed;
-  }
-  if (clean_rec) {
-    docs_in = clean_rec->summary.docs_in;
-  } else if (dedup_rec) {
-    docs_in = dedup_rec->summary.docs_in;
-  }
-  if (docs_in != es.docs_out + rejected + removed) {
-    return absl::InternalError(absl::StrCat("build: documents in (", docs_in,
+  if (*docs_in != es.docs_out + rejected + removed) {
+    return absl::InternalError(absl::StrCat("build: documents in (", *docs_in,
                                             ") != in shards + rejected + removed (", es.docs_out,
                                             " + ", rejected, " + ", removed, ")"));
   }
   cj.Key("total").BeginObject();
-  cj.Field("documents_in", docs_in).Field("documents_in_shards", es.docs_out);
+  cj.Field("documents_in", *docs_in).Field("documents_in_shards", es.docs_out);
   cj.Field("documents_rejected", rejected).Field("documents_removed", removed);
   cj.EndObject();
   cj.EndObject();
@@ -529,45 +1023,30 @@ absl::StatusOr<BuildReport> PackAndPublish(
   ps.note = absl::StrFormat("%s, %.1f%% padding", po.strategy, 100 * all.padding_fraction());
   ps.seconds = pack_sw.Seconds();
 
-  StageSummary clean_s{.name = "clean"}, dedup_s{.name = "dedup"};
-  if (clean_rec) {
-    clean_s = clean_rec->summary;
-  } else {
-    clean_s.note = "disabled";
+  for (const StageDef& s : Stages()) {
+    const StageRecord* r = record(s.name);
+    report.stages.push_back(r ? r->summary : StageSummary{.name = s.name, .note = "disabled"});
   }
-  if (dedup_rec) {
-    dedup_s = dedup_rec->summary;
-  } else {
-    dedup_s.note = "disabled";
-  }
-  report.stages = {clean_s, dedup_s, tok_rec->summary, enc_rec->summary, ps};
+  report.stages.push_back(ps);
   report.release_id = m.release_id;
-  report.seconds = total.Seconds();
+  report.seconds = o.total->Seconds();
   report.peak_rss_bytes = PeakRssBytes();
   // reports/ (not reproducible, not in the manifest), then the manifest last.
-  const std::string reports = JoinPath(opts.output_dir, std::string(shard::kReportsDir));
+  const std::string reports = JoinPath(dir, std::string(shard::kReportsDir));
   RETURN_IF_ERROR(env->CreateDirs(reports));
   JsonWriter bj(2);
   bj.BeginObject().Key("build").Raw(report.ToJson());
-  bj.Field("threads", static_cast<int64_t>(opts.run.threads)).Field("config", opts.config_path);
+  bj.Field("threads", static_cast<int64_t>(o.run.threads)).Field("config", o.config_path);
   bj.EndObject();
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "build.json"), bj.str() + "\n"));
   RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(reports, "summary.md"), report.Table()));
   RETURN_IF_ERROR(crash::Point("build.pack.before_manifest"));
-  RETURN_IF_ERROR(shard::WriteManifest(env, opts.output_dir, m));
+  RETURN_IF_ERROR(shard::WriteManifest(env, dir, m));
+  ASSIGN_OR_RETURN(std::string previous, Publish(env, dir, o.output_dir));
   RETURN_IF_ERROR(crash::Point("build.pack.after_manifest"));
-  RETURN_IF_ERROR(env->SyncDir(DirName(opts.output_dir)));
+  RETURN_IF_ERROR(env->SyncDir(DirName(o.output_dir)));
+  if (!previous.empty()) RETURN_IF_ERROR(env->RemoveAll(previous));
   return report;
-}
-
-absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<std::string>& paths) {
-  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, paths));
-  std::vector<shard::FileInfo> inputs;
-  for (const InputFile& f : files) {
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
-    inputs.push_back({f.path, f.size, h});
-  }
-  return inputs;
 }
 
 }  // namespace
@@ -612,9 +1091,24 @@ std::string BuildReport::ToJson() const {
 }
 
 const std::vector<std::string>& BuildStages() {
-  static const auto* stages =
-      new std::vector<std::string>{"tokenizer", "tokenize", "tokenize-merge", "pack"};
-  return *stages;
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const StageDef& s : Stages()) {
+      for (const Step& step : s.steps) v->push_back(step.name);
+    }
+    v->push_back(kPackStep);
+    return v;
+  }();
+  return *names;
+}
+
+bool StageTakesTasks(const std::string& step) {
+  for (const StageDef& s : Stages()) {
+    for (const Step& st : s.steps) {
+      if (st.name == step) return st.parallel;
+    }
+  }
+  return false;
 }
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
@@ -622,23 +1116,35 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
   const std::string& stage = opts.stage;
   const bool staged = !stage.empty();
-  if (staged && std::find(BuildStages().begin(), BuildStages().end(), stage) == BuildStages().end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage,
-                                                   ": unknown; stages are tokenizer, tokenize, "
-                                                   "tokenize-merge, pack"));
+  // The step --stage names, and its stage (nullptr for pack).
+  const StageDef* target = nullptr;
+  const Step* step = nullptr;
+  for (const StageDef& s : Stages()) {
+    for (const Step& st : s.steps) {
+      if (st.name == stage) target = &s, step = &st;
+    }
   }
-  if (staged && stage != "tokenize" && opts.run.tasks != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stage ", stage, " runs once; only --stage tokenize takes --task/--tasks"));
+  if (staged && !step && stage != kPackStep) {
+    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage, ": unknown; stages are ",
+                                                   absl::StrJoin(BuildStages(), ", ")));
+  }
+  if (staged && !(step && step->parallel) && opts.run.tasks != 1) {
+    std::vector<std::string> arrays;
+    for (const std::string& n : BuildStages()) {
+      if (StageTakesTasks(n)) arrays.push_back(n);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--stage ", stage, " runs once; only --stage ",
+                                                   absl::StrJoin(arrays, ", "),
+                                                   " take --task/--tasks"));
   }
   if (staged && opts.restart) {
     return absl::InvalidArgumentError("--restart rebuilds every stage; it cannot go with --stage");
   }
-  // A staged report (one stage's summary) for the stages that stop early.
-  auto stage_report = [&](std::vector<StageSummary> stages) {
+  // A staged report (one stage's summary) for the steps that stop early.
+  auto stage_report = [&](StageSummary s) {
     BuildReport r;
     r.output_dir = opts.output_dir;
-    r.stages = std::move(stages);
+    r.stages = {std::move(s)};
     r.seconds = total.Seconds();
     r.peak_rss_bytes = PeakRssBytes();
     return r;
@@ -649,294 +1155,126 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
     RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
   }
-  const std::string work = opts.output_dir + ".work";
-  const std::string stages_dir = JoinPath(work, "stages");
+  Build b{.env = env, .opts = opts, .bc = bc, .work = opts.output_dir + ".work"};
   // A work folder from another config (or --restart) is discarded.
-  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(work));
-  if (env->IsDirectory(stages_dir)) {
-    ASSIGN_OR_RETURN(auto names, env->ListDir(stages_dir));
+  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(b.work));
+  if (env->IsDirectory(b.StagesDir())) {
+    ASSIGN_OR_RETURN(auto names, env->ListDir(b.StagesDir()));
     for (const std::string& n : names) {
       std::optional<std::string> h;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") h = RecordConfig(env, JoinPath(stages_dir, n));
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") {
+        h = RecordConfig(env, JoinPath(b.StagesDir(), n));
+      }
       if (h && *h != bc.hash.ToHex()) {
         if (staged) {
           return absl::FailedPreconditionError(absl::StrCat(
-              work, " was made with another config; remove it before a staged build"));
+              b.work, " was made with another config; remove it before a staged build"));
         }
         if (opts.run.progress) {
           std::fprintf(stderr, "build: %s was made with another config; starting over\n",
-                       work.c_str());
+                       b.work.c_str());
         }
-        RETURN_IF_ERROR(env->RemoveAll(work));
+        RETURN_IF_ERROR(env->RemoveAll(b.work));
         break;
       }
     }
   }
-  RETURN_IF_ERROR(env->CreateDirs(stages_dir));
+  RETURN_IF_ERROR(env->CreateDirs(b.StagesDir()));
+  ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
+  for (const InputFile& f : b.input_files) b.input_bytes += f.size;
+  b.docs = bc.inputs;
 
-  auto record_path = [&](const std::string& stage) { return JoinPath(stages_dir, stage + ".json"); };
-  // Called once a stage's outputs are written and synced: hashes them into the record, then
-  // writes the record (atomically), with the crash points of release/crash_points.h between.
-  auto complete = [&](StageRecord& r) -> absl::Status {
-    const std::string point = absl::StrCat("build.", r.summary.name, ".");
-    RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
-    ASSIGN_OR_RETURN(std::vector<StageOutput> outputs, StageOutputs(env, work, r.summary.name));
-    r.outputs_json = StageOutputsJson(outputs);
-    RETURN_IF_ERROR(crash::Point(point + "before_record"));
-    RETURN_IF_ERROR(WriteFileAtomic(env, record_path(r.summary.name), RecordJson(bc.hash, r)));
-    return crash::Point(point + "after_record");
-  };
-
-  // Manifest inputs: every input file with its size and XXH3-128 (not needed by encode tasks).
-  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
-  std::vector<shard::FileInfo> inputs;
-  for (const InputFile& f : files) {
-    if (stage == "tokenize" || stage == "tokenize-merge") {
-      inputs.push_back({f.path, f.size, Hash128{}});
+  for (const StageDef& s : Stages()) {
+    const bool is_target = target == &s;
+    if (!s.enabled(bc)) {
+      if (is_target) return stage_report({.name = s.name, .note = "disabled in the config"});
       continue;
     }
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
-    inputs.push_back({f.path, f.size, h});
-  }
-  auto needs = [&](const std::string& before, const std::string& run_first) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--stage ", stage, ": stage ", before, " has not completed under this config (no ",
-        JoinPath(stages_dir, before + ".json"), "); run --stage ", run_first, " first"));
-  };
-  // In a staged build, clean and dedup run as part of --stage tokenizer (each is one process;
-  // `grist clean` / `grist dedup` spread them over tasks on their own).
-  const bool may_run_early = !staged || stage == "tokenizer";
-  uint64_t input_bytes = 0;
-  for (const auto& f : inputs) input_bytes += f.bytes;
-
-  // ---- clean, dedup ----
-  // Each reads `docs` and leaves its kept parts in WORK/<name>; a completed stage is not run again.
-  std::vector<std::string> docs = bc.inputs;  // what the next stage reads
-  using StageRun = std::function<absl::StatusOr<StageRecord>(const std::string& dir, const RunOptions&)>;
-  auto doc_stage = [&](const std::string& name, bool enabled,
-                       const StageRun& run_stage) -> absl::StatusOr<std::optional<StageRecord>> {
-    std::optional<StageRecord> rec;
-    if (!enabled) return rec;
-    const std::string dir = JoinPath(work, name);
-    rec = LoadRecord(env, record_path(name), bc.hash);
-    if (!rec && !may_run_early) return needs(name, "tokenizer");
+    std::optional<StageRecord> rec = LoadRecord(env, b.RecordPath(s.name), bc.hash, s.output_root);
+    if (is_target) {
+      if (rec && !step->completes) {
+        return absl::FailedPreconditionError(absl::StrCat("--stage ", stage,
+                                                          ": the stage is already complete (",
+                                                          b.RecordPath(s.name), ")"));
+      }
+      if (!rec) {
+        if (s.keeps_documents) RETURN_IF_ERROR(env->CreateDirs(b.Dir(s.output_root)));
+        ASSIGN_OR_RETURN(StageRecord r, step->run(b, opts.run));
+        r.summary.name = s.name;
+        if (!step->completes) return stage_report(r.summary);
+        RETURN_IF_ERROR(b.Complete(s, r));
+        rec = std::move(r);
+      }
+      return stage_report(rec->summary);
+    }
     if (!rec) {
-      RETURN_IF_ERROR(env->RemoveAll(dir));
-      RunOptions run = opts.run;
-      run.task = 0;
-      run.tasks = 1;
-      ASSIGN_OR_RETURN(StageRecord r, run_stage(dir, run));
-      r.summary.name = name;
-      RETURN_IF_ERROR(complete(r));
+      // In a staged build every stage before the one asked for must have completed, except that
+      // `--stage tokenizer` runs the stages before it (clean, dedup) in its own process.
+      const bool may_run = !staged || (stage == "tokenizer" && s.runs_before_tokenizer);
+      if (!may_run) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--stage ", stage, ": stage ", s.name, " has not completed under this config (no ",
+            b.RecordPath(s.name), "); run --stage ", s.HowToRun(), " first"));
+      }
+      RETURN_IF_ERROR(env->RemoveAll(b.Dir(s.output_root)));
+      ASSIGN_OR_RETURN(StageRecord r, s.run(b));
+      r.summary.name = s.name;
+      RETURN_IF_ERROR(b.Complete(s, r));
       rec = std::move(r);
     }
-    ASSIGN_OR_RETURN(docs, KeptParts(env, dir));
-    return rec;
-  };
-  auto counts_summary = [](const DocCounts& c, StageSummary* s) {
-    s->docs_in = c.docs_in;
-    s->docs_out = c.docs_out;
-    s->docs_rejected = c.docs_rejected;
-    s->docs_removed = c.docs_removed;
-  };
-  auto run_clean = [&](const std::string& dir, const RunOptions& run) -> absl::StatusOr<StageRecord> {
-    ASSIGN_OR_RETURN(auto cr, clean::RunClean(env, bc.inputs, dir, bc.clean, run));
-    StageRecord r;
-    counts_summary(cr.counts, &r.summary);
-    r.summary.bytes_in = cr.record_bytes;
-    r.summary.seconds = cr.seconds;
-    JsonWriter w(0);
-    w.BeginObject().Field("docs_in", cr.counts.docs_in).Field("docs_out", cr.counts.docs_out);
-    w.Field("docs_rejected", cr.counts.docs_rejected);
-    w.Field("docs_removed", cr.counts.docs_removed);
-    w.Field("bytes_in", cr.counts.bytes_in).Field("bytes_out", cr.counts.bytes_out);
-    w.Field("bad_records", cr.bad_records).Key("reasons").BeginObject();
-    for (const auto& [reason, n] : cr.reasons) w.Field(reason, n);
-    w.EndObject().EndObject();
-    r.report_json = w.Take();
-    return r;
-  };
-  auto run_dedup = [&](const std::string& dir, const RunOptions& run) -> absl::StatusOr<StageRecord> {
-    if (docs.empty()) return absl::FailedPreconditionError("build: the clean stage kept no documents");
-    ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(env, docs, dir, bc.dedup, run));
-    StageRecord r;
-    counts_summary(dr.counts, &r.summary);
-    r.summary.bytes_in = dr.counts.bytes_in;
-    for (const auto& st : dr.stages) r.summary.seconds += st.seconds;
-    JsonWriter w(0);
-    w.BeginObject().Field("docs_in", dr.counts.docs_in).Field("docs_out", dr.counts.docs_out);
-    w.Field("docs_rejected", dr.counts.docs_rejected);
-    w.Field("docs_removed", dr.counts.docs_removed);
-    w.Field("removed_exact", dr.removed_exact).Field("removed_near", dr.removed_near);
-    w.Field("removed_lines", dr.removed_lines).Field("clusters", dr.clusters);
-    w.Field("bands", static_cast<int64_t>(dr.bands)).Field("rows", static_cast<int64_t>(dr.rows));
-    w.Field("threshold", dr.threshold).EndObject();
-    r.report_json = w.Take();
-    return r;
-  };
-  ASSIGN_OR_RETURN(std::optional<StageRecord> clean_rec, doc_stage("clean", bc.clean_enabled, run_clean));
-  ASSIGN_OR_RETURN(std::optional<StageRecord> dedup_rec, doc_stage("dedup", bc.dedup_enabled, run_dedup));
-  if (docs.empty()) {
-    return absl::FailedPreconditionError("build: no documents left after clean and dedup");
-  }
-
-  // ---- tokenizer ----
-  const std::string model_path = JoinPath(work, "tokenizer.model");
-  std::optional<StageRecord> tok_rec = LoadRecord(env, record_path("tokenizer"), bc.hash);
-  if (!tok_rec && staged && stage != "tokenizer") return needs("tokenizer", "tokenizer");
-  if (!tok_rec) {
-    Stopwatch sw;
-    StageRecord r;
-    r.summary.name = "tokenizer";
-    if (!bc.tokenizer_model.empty()) {
-      auto bytes = ReadFileToString(env, bc.tokenizer_model);
-      if (!bytes.ok()) {
-        return Annotate(bytes.status(), absl::StrCat("config key 'tokenizer.model'"));
-      }
-      auto t = tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model);
-      if (!t.ok()) return t.status();
-      RETURN_IF_ERROR(WriteFileAtomic(env, model_path, *bytes));
-      r.summary.note = "pretrained";
-      r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
-    } else {
-      ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(env, docs, model_path, bc.train,
-                                                         opts.run.progress));
-      r.summary.docs_in = tr.documents;
-      r.summary.docs_out = tr.documents - tr.documents_rejected;
-      r.summary.docs_rejected = tr.documents_rejected;
-      r.summary.bytes_in = input_bytes;
-      r.summary.note = "trained";
-      r.report_json = tr.ToJson();
+    if (s.keeps_documents) {
+      ASSIGN_OR_RETURN(b.docs, KeptParts(env, b.Dir(s.output_root)));
     }
-    r.summary.seconds = sw.Seconds();
-    RETURN_IF_ERROR(complete(r));
-    tok_rec = r;
-  }
-  if (stage == "tokenizer") return stage_report({tok_rec->summary});
-  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, model_path));
-
-  // ---- tokenize ----
-  const std::string tokens_dir = JoinPath(work, "tokens");
-  std::optional<StageRecord> enc_rec = LoadRecord(env, record_path("tokenize"), bc.hash);
-  if (stage == "tokenize") {
-    // One task of many: its part goes beside the others'; tokenize-merge completes the stage.
-    if (enc_rec) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--stage tokenize: the stage is already complete (", record_path("tokenize"), ")"));
+    b.records[s.name] = std::move(*rec);
+    if (s.keeps_documents && b.docs.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("build: no documents left after ", s.name));
     }
-    tokenize::EncodeStageOptions eo = bc.encode;
-    eo.model_path = model_path;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, opts.run));
-    StageSummary s{.name = "tokenize"};
-    s.docs_in = er.counts.docs_in;
-    s.docs_out = er.counts.docs_out;
-    s.docs_rejected = er.counts.docs_rejected;
-    s.bytes_in = er.counts.bytes_in;
-    s.tokens = er.tokens;
-    s.seconds = er.seconds;
-    s.note = absl::StrCat("task ", opts.run.task, " of ", opts.run.tasks);
-    return stage_report({tok_rec->summary, s});
-  }
-  if (!enc_rec && stage == "tokenize-merge") {
-    Stopwatch sw;
-    ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, tokens_dir));
-    ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
-    StageRecord r;
-    r.summary.name = "tokenize";
-    r.summary.docs_in = er.counts.docs_in;
-    r.summary.docs_out = er.counts.docs_out;
-    r.summary.docs_rejected = er.counts.docs_rejected;
-    r.summary.bytes_in = er.counts.bytes_in;
-    r.summary.tokens = er.tokens;
-    // The stage took as long as its slowest task (they run at once) plus this merge.
-    r.summary.seconds = er.seconds + sw.Seconds();
-    r.summary.note = absl::StrCat("merged ", parts.size(), " task(s); slowest ",
-                                  absl::StrFormat("%.2f", er.seconds), " s");
-    r.report_json = er.ToJson();
-    RETURN_IF_ERROR(complete(r));
-    enc_rec = r;
-  }
-  if (stage == "tokenize-merge") return stage_report({tok_rec->summary, enc_rec->summary});
-  if (!enc_rec && staged) return needs("tokenize", "tokenize (every task) and tokenize-merge");
-  if (!enc_rec) {
-    RETURN_IF_ERROR(env->RemoveAll(tokens_dir));
-    tokenize::EncodeStageOptions eo = bc.encode;
-    eo.model_path = model_path;
-    RunOptions run = opts.run;
-    run.task = 0;
-    run.tasks = 1;
-    ASSIGN_OR_RETURN(auto er, tokenize::RunEncode(env, docs, tokens_dir, eo, run));
-    StageRecord r;
-    r.summary.name = "tokenize";
-    r.summary.docs_in = er.counts.docs_in;
-    r.summary.docs_out = er.counts.docs_out;
-    r.summary.docs_rejected = er.counts.docs_rejected;
-    r.summary.bytes_in = er.counts.bytes_in;
-    r.summary.tokens = er.tokens;
-    r.summary.seconds = er.seconds;
-    r.report_json = er.ToJson();
-    RETURN_IF_ERROR(complete(r));
-    enc_rec = r;
   }
 
-  return PackAndPublish(env, opts, bc, tok.get(), tokens_dir, inputs, clean_rec, dedup_rec,
-                        tok_rec, enc_rec, total);
+  PublishOptions po;
+  po.config = &bc;
+  po.config_path = opts.config_path;
+  po.output_dir = opts.output_dir;
+  po.staging_dir = b.Dir("release");
+  po.run = opts.run;
+  ASSIGN_OR_RETURN(po.tokenizer, b.Tokenizer());
+  po.tokens_dir = b.TokensDir();
+  ASSIGN_OR_RETURN(po.inputs, HashInputs(env, b.input_files));
+  po.records = std::move(b.records);
+  po.total = &total;
+  return PackAndPublish(env, po);
 }
 
-absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& po) {
+absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro) {
   Stopwatch total;
-  if (po.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
-  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, po.config_path));
-  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, po.model_path));
-  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, po.tokens_dir));
-  ASSIGN_OR_RETURN(std::vector<shard::FileInfo> inputs, HashInputs(env, bc.inputs));
-  // The tokenize stage's counts: the sum over the tasks' reports.
-  uint64_t v[9] = {0};
-  static const char* const kKeys[9] = {"docs_in", "docs_out", "docs_rejected",
-                                       "docs_removed", "bytes_in", "tokens",
-                                       "rejected_malformed", "rejected_empty",
-                                       "max_document_tokens"};
-  for (const std::string& part : parts) {
-    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, part + ".json"));
-    simdjson::dom::parser p;
-    simdjson::padded_string ps(text);
-    simdjson::dom::element e;
-    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
-      return absl::DataLossError(absl::StrCat(part, ".json: not valid JSON"));
-    }
-    for (int k = 0; k < 9; ++k) {
-      uint64_t x;
-      if (e[kKeys[k]].get(x) != simdjson::SUCCESS) {
-        return absl::DataLossError(absl::StrCat(part, ".json: missing '", kKeys[k], "'"));
-      }
-      v[k] = k == 8 ? std::max(v[k], x) : v[k] + x;
-    }
-  }
-  StageRecord enc;
-  enc.summary.name = "tokenize";
+  if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path));
+  ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));
+  ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));
+  PublishOptions po;
+  po.config = &bc;
+  po.config_path = pro.config_path;
+  po.output_dir = pro.output_dir;
+  po.staging_dir = pro.output_dir + ".partial";
+  po.run = pro.run;
+  po.tokenizer = tok.get();
+  po.tokens_dir = pro.tokens_dir;
+  ASSIGN_OR_RETURN(po.inputs, HashInputs(env, files));
+  // The tokenize stage's counts: the sum over the tasks' reports; clean and dedup not run.
+  ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
+  StageRecord enc = EncodeRecord(er);
+  enc.summary.seconds = 0;
   enc.summary.note = absl::StrCat(parts.size(), " task(s)");
-  enc.summary.docs_in = v[0];
-  enc.summary.docs_out = v[1];
-  enc.summary.docs_rejected = v[2];
-  enc.summary.docs_removed = v[3];
-  enc.summary.bytes_in = v[4];
-  enc.summary.tokens = v[5];
   enc.summary.resumed = true;
-  JsonWriter w(0);
-  w.BeginObject();
-  for (int k = 0; k < 9; ++k) w.Field(kKeys[k], v[k]);
-  w.EndObject();
-  enc.report_json = w.Take();
   StageRecord tr;
   tr.summary.name = "tokenizer";
   tr.summary.note = "given";
   tr.summary.resumed = true;
-  BuildOptions opts;
-  opts.config_path = po.config_path;
-  opts.output_dir = po.output_dir;
-  opts.run = po.run;
-  return PackAndPublish(env, opts, bc, tok.get(), po.tokens_dir, inputs, std::nullopt,
-                        std::nullopt, tr, enc, total);
+  po.records = {{"tokenizer", std::move(tr)}, {"tokenize", std::move(enc)}};
+  po.total = &total;
+  return PackAndPublish(env, po);
 }
 
 }  // namespace grist::release

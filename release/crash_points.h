@@ -3,10 +3,13 @@
 //   build.<stage>.after_outputs   the stage's outputs are written, nothing hashed or recorded
 //   build.<stage>.before_record   the outputs are hashed, the record not yet written
 //   build.<stage>.after_record    WORK/stages/<stage>.json is in place (atomically, synced)
-// and for pack+shard, whose output is the release itself:
-//   build.pack.after_shards       every shard is written and synced; no tokenizer, no manifest
+// and for pack+shard, whose output is the release itself, written in WORK/release and then moved
+// to --output (an earlier release there stays published until that move):
+//   build.pack.after_shards       every shard is written and synced in WORK/release; no tokenizer,
+//                                 no manifest; --output untouched
 //   build.pack.before_manifest    the tokenizer and reports/ are written; no manifest
-//   build.pack.after_manifest     manifest.json is in place; its parent not yet synced
+//   build.pack.after_manifest     the release with its manifest.json is in place at --output (an
+//                                 earlier one moved aside, not yet removed); the parent not synced
 // docs/reliability.md says what each leaves on disk and what a rerun does.
 #ifndef GRIST_RELEASE_CRASH_POINTS_H_
 #define GRIST_RELEASE_CRASH_POINTS_H_

@@ -9,7 +9,10 @@
 //   <output>.work/tokens/               tokenize encode output (MMIDIDX per task)
 // A rerun with the same config skips every stage that has a completion record; a different config
 // (its canonical JSON hash differs) discards the work folder first. The release itself is written
-// with manifest.json last, so an interrupted build never leaves something that looks published.
+// to <output>.work/release/ with manifest.json last, then moved to output_dir whole (an earlier
+// release there is swapped out atomically where the file system allows: docs/release.md), so an
+// interrupted build never leaves something that looks published, and never unpublishes the
+// release it replaces before the new one is complete.
 #ifndef GRIST_RELEASE_RELEASE_H_
 #define GRIST_RELEASE_RELEASE_H_
 
@@ -52,20 +55,33 @@ struct BuildOptions {
   RunOptions run;
   // Discard the work folder and rebuild every stage.
   bool restart = false;
-  // Run one stage only, so a cluster can spread the build over jobs (scripts/slurm/): empty runs
-  // every stage in order. "tokenizer" runs clean and dedup (when enabled, one process each) and
-  // trains (or copies) the tokenizer; "tokenize" encodes task
-  // run.task of run.tasks into the work folder (tasks run concurrently, on any nodes sharing it);
-  // "tokenize-merge" checks that every task's part is there (FailedPrecondition naming the missing
-  // task otherwise) and records the stage complete; "pack" packs and shards into the release. Each
-  // needs the stages before it complete (FailedPrecondition naming the stage to run). The release
-  // is byte-identical to an unstaged build of the same config, whatever the task count. A work
-  // folder from another config is an error here rather than discarded (tasks run concurrently).
+  // Run one step only, so a cluster can spread the build over jobs (scripts/slurm/): empty runs
+  // every stage in order. The steps (BuildStages(), in order), each stage's job array and merge:
+  //   clean             task run.task of run.tasks cleans its slice of the inputs into WORK/clean
+  //   clean-merge       checks every task's report is there (FailedPrecondition naming a missing
+  //                     task), sums them and records the clean stage complete
+  //   dedup-signatures, dedup-buckets, dedup-clusters (tasks), dedup-merge (once),
+  //   dedup-filter (tasks), dedup-report (once: records the dedup stage complete)
+  //                     the stages of dedup (dedup/dedup.h) over what clean kept, in WORK/dedup;
+  //                     each refuses an incomplete set of the step before it, naming the task
+  //   tokenizer         trains (or copies) the tokenizer; runs clean and dedup first (one process
+  //                     each) when they are enabled and have not completed
+  //   tokenize          task run.task of run.tasks encodes its slice of the kept documents
+  //   tokenize-merge    checks every task's part is there (naming a missing task), records it
+  //   pack              packs and shards into the release
+  // Only the task steps (StageTakesTasks) take run.task/run.tasks; a step of a stage the config
+  // disables does nothing and succeeds. Each needs the stages before it complete
+  // (FailedPrecondition naming the stage and the steps to run). The release is byte-identical to an
+  // unstaged build of the same config, whatever the task counts. A work folder from another config
+  // is an error here rather than discarded (tasks run concurrently).
   std::string stage;
 };
 
-// The stage names BuildOptions::stage accepts, in order.
+// The step names BuildOptions::stage accepts, in order.
 const std::vector<std::string>& BuildStages();
+// Whether a step runs as one task of many (--task I --tasks N): clean, the parallel dedup stages
+// and tokenize.
+bool StageTakesTasks(const std::string& stage);
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
 

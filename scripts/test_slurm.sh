@@ -5,13 +5,19 @@
 #      with --dependency=afterok; the merged result must be exact;
 #   2. the same with one task failing: the chain must stop, and the merge step run by hand must
 #      refuse the incomplete set and name the missing task;
-#   3. the release pipeline (scripts/slurm/pipeline.sh: grist build --stage tokenizer, a tokenize
-#      job array, tokenize-merge, pack) on a config with [clean] and [dedup] on, compared byte for
-#      byte (all but reports/) with a local `grist build` of the same config;
+#   3. the release pipeline (scripts/slurm/pipeline.sh: clean, dedup-signatures, dedup-buckets,
+#      dedup-clusters, dedup-filter and tokenize as job arrays of 3 tasks, their merges, the
+#      tokenizer and pack) on a config with [clean] and [dedup] on (three input files, so every
+#      task has work), compared byte for byte (all but reports/) with a local `grist build`;
 #   4. the same with one tokenize task failing: the chain must stop before the merge, the merge
 #      step run by hand must refuse naming the task, and so must `grist build --stage
 #      tokenize-merge` itself; rerunning submit_build.sh then resumes (skipping the tokenizer job)
-#      and publishes the same release.
+#      and publishes the same release;
+#   5. the same with one dedup-buckets task failing: the chain stops there, the next array's task
+#      refuses naming it; the resubmitted chain skips clean, reruns dedup and publishes the same
+#      release;
+#   6. `grist dedup` alone through scripts/slurm/submit_dedup.sh (3-task arrays, input and output
+#      paths with spaces): every task's marker, the same kept documents as one `grist dedup`.
 # Needs root (to install packages and run slurmd). Bounded: each chain waits at most
 # GRIST_SLURM_TIMEOUT seconds (default 300). Environment: GRIST_BUILD_DIR (default build).
 set -euo pipefail
@@ -65,15 +71,22 @@ grist_slurm_test_config "$tmp/config.toml"
 "$BUILD/grist" build --config "$tmp/config.toml" --output "$tmp/local" --quiet
 scripts/slurm/submit_build.sh --config "$tmp/config.toml" --work "$tmp/w3" --output "$tmp/slurm" \
   --tasks 3 --threads 1 --grist "$BUILD/grist" --wait --timeout "$TIMEOUT"
-# The chain really ran clean, dedup and a 3-task array: every stage's record and every task's part.
+# The chain really ran clean, dedup and tokenize as 3-task arrays: every stage's record, every
+# task's marker and part.
 for s in clean dedup tokenizer tokenize; do
   [[ -f "$tmp/slurm.work/stages/$s.json" ]] || fail "no record of stage $s in $tmp/slurm.work/stages"
 done
 for t in 0 1 2; do
+  [[ -f "$tmp/slurm.work/clean/clean-report-0000$t-of-00003.json" ]] || fail "no report of clean task $t"
+  [[ -f "$tmp/slurm.work/dedup/dedup-0000$t-of-00003-00000.jsonl.zst" ]] || fail "no part of dedup task $t"
   [[ -f "$tmp/slurm.work/tokens/tokens-0000$t-of-00003.json" ]] || fail "no part of tokenize task $t"
-  [[ -f "$tmp/w3/tokenize/.done/task-$t-of-3" ]] || fail "no marker of tokenize task $t"
+  for s in clean dedup-signatures dedup-buckets dedup-clusters dedup-filter tokenize; do
+    [[ -f "$tmp/w3/$s/.done/task-$t-of-3" ]] || fail "no marker of $s task $t"
+  done
 done
-[[ "$(cut -d' ' -f1 "$tmp/w3/jobs.txt" | tr '\n' ' ')" == "tokenizer tokenize tokenize-merge pack " ]] ||
+chain="clean clean-merge dedup-signatures dedup-buckets dedup-clusters dedup-merge dedup-filter"
+chain+=" dedup-report tokenizer tokenize tokenize-merge pack "
+[[ "$(cut -d' ' -f1 "$tmp/w3/jobs.txt" | tr '\n' ' ')" == "$chain" ]] ||
   fail "unexpected job chain: $(cat "$tmp/w3/jobs.txt")"
 # The manifest's counts: clean rejected its 12 short documents, dedup removed exact and near copies.
 /usr/bin/env python3 - "$tmp/slurm/manifest.json" <<'PY' || fail "the manifest's clean/dedup counts are not those expected"
@@ -118,8 +131,59 @@ out=$(scripts/slurm/submit_build.sh --config "$tmp/config.toml" --work "$tmp/w4"
       --tasks 3 --threads 1 --grist "$BUILD/grist" --wait --timeout "$TIMEOUT")
 echo "$out"
 [[ "$out" == *"skipping tokenizer: done"* ]] || fail "the resubmitted chain did not skip the tokenizer"
+[[ "$out" == *"skipping clean and clean-merge: done"* ]] || fail "the resubmitted chain did not skip clean"
 if ! diff -r --exclude=reports "$tmp/local" "$tmp/slurm4"; then
   fail "the resumed Slurm release differs from the local build"
 fi
 echo "ok: the resumed chain published the same release"
+
+echo "== 5. a failing dedup-buckets task stops the chain; the next array names it; a resubmit resumes"
+if GRIST_SLURM_FAIL=dedup-buckets:2 scripts/slurm/submit_build.sh --config "$tmp/config.toml" \
+    --work "$tmp/w5" --output "$tmp/slurm5" --tasks 3 --threads 1 --grist "$BUILD/grist" --wait \
+    --timeout "$TIMEOUT"; then
+  fail "the chain succeeded although dedup-buckets task 2 failed"
+fi
+[[ -f "$tmp/slurm5.work/stages/clean.json" ]] || fail "clean did not complete before the failure"
+[[ ! -e "$tmp/slurm5.work/stages/dedup.json" ]] || fail "dedup completed although a task failed"
+[[ ! -e "$tmp/slurm5/manifest.json" ]] || fail "a release was published although a task failed"
+set +e
+msg=$(SLURM_ARRAY_TASK_ID=0 GRIST_SLURM_DIR="$ROOT/scripts/slurm" GRIST_BIN="$ROOT/$BUILD/grist" \
+      GRIST_WORK="$tmp/w5" GRIST_TASKS=3 GRIST_CONFIG="$tmp/config.toml" GRIST_OUTPUT="$tmp/slurm5" \
+      bash scripts/slurm/step.sbatch task dedup-clusters dedup-buckets 2>&1)
+rc=$?
+set -e
+[[ $rc -ne 0 ]] || fail "a dedup-clusters task after an incomplete dedup-buckets array exited 0"
+[[ "$msg" == *"dedup-clusters task 0 refused: incomplete set, task(s) 2 of 3 did not finish"* ]] ||
+  fail "the refusal does not name dedup-buckets task 2: $msg"
+echo "ok: $msg"
+out=$(scripts/slurm/submit_build.sh --config "$tmp/config.toml" --work "$tmp/w5" --output "$tmp/slurm5" \
+      --tasks 3 --threads 1 --grist "$BUILD/grist" --wait --timeout "$TIMEOUT")
+echo "$out"
+[[ "$out" == *"skipping clean and clean-merge: done"* ]] || fail "the resubmitted chain did not skip clean"
+if ! diff -r --exclude=reports "$tmp/local" "$tmp/slurm5"; then
+  fail "the resumed Slurm release differs from the local build"
+fi
+echo "ok: the resumed chain published the same release"
+echo "== 6. grist dedup alone as arrays (submit_dedup.sh): paths with spaces reach every task intact"
+mkdir -p "$tmp/in put"
+cp "$tmp"/corpus-*.jsonl "$tmp/in put/"
+"$BUILD/grist" dedup -i "$tmp/in put" -o "$tmp/dd local" --threshold 0.8 --quiet >/dev/null
+GRIST="$BUILD/grist" scripts/slurm/submit_dedup.sh 3 "$tmp/in put" "$tmp/dd out" --threshold 0.8
+start=$SECONDS
+while squeue -h 2>/dev/null | grep -q .; do
+  ((SECONDS - start < TIMEOUT)) || fail "the dedup chain did not finish within $TIMEOUT s"
+  sleep 2
+done
+[[ -f "$tmp/dd out/dedup_report.json" ]] || fail "the dedup chain wrote no report: $(tail -n 3 "$tmp/dd out.slurm"/logs/* 2>&1)"
+for t in 0 1 2; do
+  for s in signatures buckets clusters filter; do
+    [[ -f "$tmp/dd out.slurm/dedup-$s/.done/task-$t-of-3" ]] || fail "no marker of dedup $s task $t"
+  done
+done
+kept() { find "$1" -maxdepth 1 -name '*.jsonl.zst' -print0 | sort -z | xargs -0 zstdcat; }
+n_local=$(kept "$tmp/dd local" | wc -l)
+((n_local > 400)) || fail "a local grist dedup kept only $n_local documents"
+[[ "$(kept "$tmp/dd out" | md5sum)" == "$(kept "$tmp/dd local" | md5sum)" ]] ||
+  fail "the dedup chain kept other documents than a local grist dedup"
+echo "ok: the 3-task dedup chain kept the same $n_local documents as one process"
 echo "test_slurm: all passed"

@@ -24,17 +24,20 @@ Runner SetupBuild(CLI::App* app) {
   app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
   app->add_flag("--restart", f->o.restart, "Discard completed stages and rebuild everything");
   app->add_option("--stage", f->o.stage,
-                  "Run one stage only (tokenizer, tokenize, tokenize-merge, pack), for job arrays: "
+                  "Run one step only (clean, clean-merge, dedup-*, tokenizer, tokenize, "
+                  "tokenize-merge, pack), for job arrays: "
                   "see scripts/slurm/ and docs/slurm.md")
       ->check(CLI::IsMember(release::BuildStages()));
   AddCommonFlags(app, &f->common, /*with_tasks=*/true);
   return [f]() -> absl::Status {
-    if (f->o.stage == "tokenize") {
+    if (release::StageTakesTasks(f->o.stage)) {
       RETURN_IF_ERROR(ResolveTasks(&f->common));
       f->o.run.task = f->common.task;
       f->o.run.tasks = f->common.tasks;
     } else if (f->common.task >= 0 || f->common.tasks >= 0) {
-      return UsageError("--task/--tasks go with --stage tokenize only");
+      return UsageError(
+          "--task/--tasks go with the job-array stages only (clean, dedup-signatures, "
+          "dedup-buckets, dedup-clusters, dedup-filter, tokenize)");
     }
     f->o.run.threads = f->common.threads;
     f->o.run.progress = !f->common.quiet;

@@ -58,28 +58,30 @@ grist_slurm_run_task() {  # STAGE CMD...
   mv "$marker.tmp" "$marker"
 }
 
-# Exits with an error naming every task of STAGE that did not finish.
-grist_slurm_require_all() {  # STAGE
-  local stage=$1 missing=() t
+# Exits with an error naming every task of the array STAGE that did not finish. WHO names the step
+# that refuses (default "merge STAGE"); TEMPLATE is the sbatch line that reruns a task (default
+# "scripts/slurm/STAGE.sbatch task").
+grist_slurm_require_all() {  # STAGE [WHO] [TEMPLATE]
+  local stage=$1 who=${2:-merge $1} template=${3:-scripts/slurm/$1.sbatch task} missing=() t
   for ((t = 0; t < GRIST_TASKS; t++)); do
     [[ -f "$(grist_slurm_marker "$stage" "$t")" ]] || missing+=("$t")
   done
   if ((${#missing[@]} > 0)); then
     local list
     list=$(IFS=,; echo "${missing[*]}")
-    echo "grist-slurm: error: merge $stage refused: incomplete set, task(s) $list of $GRIST_TASKS" \
+    echo "grist-slurm: error: $who refused: incomplete set, task(s) $list of $GRIST_TASKS" \
       "did not finish (no marker in $GRIST_WORK/$stage/.done); see $GRIST_WORK/logs/grist-$stage-*;" \
-      "rerun them with: sbatch --array=$list ... scripts/slurm/$stage.sbatch task" >&2
+      "rerun them with: sbatch --array=$list ... $template" >&2
     exit 1
   fi
   echo "grist-slurm: $stage: all $GRIST_TASKS tasks finished"
 }
 
-# Runs "$@" once as the merge step of STAGE after checking every task finished.
+# Runs "$@" once as the merge step of the array STAGE after checking every task finished.
 grist_slurm_run_merge() {  # STAGE CMD...
   local stage=$1
   shift
-  grist_slurm_require_all "$stage"
+  grist_slurm_require_all "$stage" "merge $stage" "${GRIST_SLURM_RERUN:-scripts/slurm/$stage.sbatch task}"
   echo "grist-slurm: $stage merge on $(hostname -s): $*"
   "$@"
   mkdir -p "$GRIST_WORK/$stage/.done"

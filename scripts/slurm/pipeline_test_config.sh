@@ -1,12 +1,13 @@
 # The small release config scripts/test_slurm.sh builds both locally and on Slurm (sourced), with
 # [clean] and [dedup] on like configs/v1.0.toml. A deterministic generated corpus (plain JSONL, so
-# the encode tasks split it by byte ranges) keeps the test independent of ../shared/corpus and fast:
+# the tasks split it by byte ranges; three files, so each of 3 clean tasks has one) keeps the test
+# independent of ../shared/corpus and fast:
 # 600 documents of sentences that pass the default clean filters, plus some that clean rejects
 # (too few words), exact copies and near copies (one word changed) for dedup to remove.
 grist_slurm_test_config() {  # CONFIG_PATH
   local config=$1 dir
   dir=$(dirname "$config")
-  /usr/bin/env python3 - "$dir/corpus.jsonl" <<'PY'
+  /usr/bin/env python3 - "$dir" <<'PY'
 import json, sys
 words = ["the", "data", "pipeline", "token", "shard", "release", "loader", "train", "model",
          "batch", "seed", "merge", "task", "node", "cluster", "write", "read", "fast", "slow",
@@ -34,16 +35,17 @@ for d in range(600):
         n = 8 + rand(10)
         sentences.append(" ".join(words[rand(len(words))] for _ in range(n)).capitalize() + ".")
     docs.append(" ".join(sentences))
-with open(sys.argv[1], "w") as f:
-    for d, text in enumerate(docs):
-        f.write(json.dumps({"text": text, "n": d}) + "\n")
+for part in range(3):
+    with open(f"{sys.argv[1]}/corpus-{part}.jsonl", "w") as f:
+        for d in range(part * 200, part * 200 + 200):
+            f.write(json.dumps({"text": docs[d], "n": d}) + "\n")
 PY
   cat >"$config" <<TOML
 seed = 7
 [release]
 version = "slurm-test"
 [inputs]
-paths = ["$dir/corpus.jsonl"]
+paths = ["$dir/corpus-0.jsonl", "$dir/corpus-1.jsonl", "$dir/corpus-2.jsonl"]
 [clean]
 enabled = true
 [dedup]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Submits `grist build` to Slurm as a chain of `grist build --stage` jobs (scripts/slurm/pipeline.sh:
-# tokenizer with clean and dedup, a tokenize job array, its merge, pack + verify), each starting only
+# clean, the dedup stages and tokenize as job arrays with their merges, the tokenizer, pack + verify),
+# each starting only
 # when the one before succeeded (--dependency=afterok; a failure cancels the rest:
 # --kill-on-invalid-dep=yes). The release is byte-identical to `grist build` of the same config, any
 # config (v1.0 included); rerun the same command to resume: completed stages are skipped.
@@ -62,8 +63,9 @@ jobs_file="$work/jobs.txt"
 : >"$jobs_file"
 last=""
 
-# submit NAME TEMPLATE MODE array|single [extra sbatch args]: prints and records the job id, and
-# makes the job depend on the previous one.
+# submit NAME TEMPLATE "MODE [ARGS]" array|single [extra sbatch args]: prints and records the job
+# id, and makes the job depend on the previous one. MODE and its ARGS (words without spaces) are
+# the template's arguments, passed to it as separate arguments (sbatch does not reparse them).
 submit() {
   local name=$1 template=$2 mode=$3 kind=$4
   shift 4
@@ -77,8 +79,9 @@ submit() {
   [[ -n "$threads" ]] && args+=(--cpus-per-task "$threads")
   # shellcheck disable=SC2206
   [[ -n "$sbatch_args" ]] && args+=($sbatch_args)
-  local id
-  id=$(sbatch "${args[@]}" "$@" "$here/$template" "$mode")
+  local id margs
+  read -r -a margs <<<"$mode"
+  id=$(sbatch "${args[@]}" "$@" "$here/$template" "${margs[@]}")
   id=${id%%;*}
   echo "$name $id" >>"$jobs_file"
   echo "submitted $name: job $id${last:+ (after $last)}"

@@ -129,10 +129,14 @@ TEST_F(StagedBuildTest, StagesOutOfOrderAndIncompleteSetsAreRefused) {
   // Usage errors (exit status 2): flags that do not go together, a stage that does not exist.
   r = RunGrist(Build("s", "--stage pack --task 1 --tasks 3"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.output, HasSubstr("--task/--tasks go with --stage tokenize only"));
+  EXPECT_THAT(r.output, HasSubstr("--task/--tasks go with the job-array stages only (clean, "
+                                  "dedup-signatures, dedup-buckets, dedup-clusters, "
+                                  "dedup-filter, tokenize)"));
   r = RunGrist(Build("s", "--stage shard"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.output, HasSubstr("--stage: shard not in {tokenizer,tokenize,tokenize-merge,pack}"));
+  EXPECT_THAT(r.output, HasSubstr("--stage: shard not in {clean,clean-merge,dedup-signatures,"
+                                  "dedup-buckets,dedup-clusters,dedup-merge,dedup-filter,"
+                                  "dedup-report,tokenizer,tokenize,tokenize-merge,pack}"));
 }
 
 }  // namespace

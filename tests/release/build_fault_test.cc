@@ -2,6 +2,8 @@
 //  - a build reaches every named crash point of release/crash_points.h, in order;
 //  - SIGKILLed at each point, it leaves no release that looks published unless the manifest is
 //    whole, and the rerun resumes to exactly the bytes of an uninterrupted build;
+//  - SIGKILLed during pack over an earlier release, it leaves that release published and valid
+//    until the new one takes its place whole;
 //  - a corrupt, truncated or missing stage record, and a deleted, truncated, changed or added
 //    stage output, are detected on resume (the checksums in the record) and that stage is run
 //    again, to the same release;
@@ -95,15 +97,24 @@ int RunBuild(const std::string& config, const std::string& out,
 
 class BuildFaultTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  // The suite's shared inputs are made by the first test's SetUp, not in SetUpTestSuite: a
+  // failure there would have gtest skip every test (and ctest count them as passed).
+  void SetUp() override {
+    if (!prepared_) {
+      prepared_ = true;
+      Prepare();
+    }
+    ASSERT_NE(reference_, nullptr) << "the suite's reference build failed (see the first test)";
+  }
+  static void Prepare() {
     dir_ = new TempDir();
-    // 300 documents of sentences over a small vocabulary, every tenth repeated verbatim further
-    // on (dedup removes those), a few too short for the cleaner.
+    // 300 documents of sentences over a small vocabulary (with the stop words the clean filters
+    // look for), every tenth repeated verbatim further on (dedup removes those).
     static const char* kWords[] = {"the", "data", "pipeline", "token", "shard", "release", "loader",
                                    "train", "model", "batch", "seed", "merge", "task", "node",
                                    "cluster", "write", "read", "fast", "slow", "byte", "river",
-                                   "stone", "green", "window", "quiet", "number", "letter", "paper",
-                                   "morning", "garden"};
+                                   "stone", "green", "and", "to", "of", "with", "that",
+                                   "have", "be"};
     Rng rng(11);
     std::string jsonl;
     std::vector<std::string> texts;
@@ -169,12 +180,14 @@ class BuildFaultTest : public ::testing::Test {
     EXPECT_EQ(std::system(cmd.c_str()), 0);
     return out;
   }
+  static bool prepared_;
   static TempDir* dir_;
   static std::string* config_;
   static std::map<std::string, std::string>* reference_;
   static std::string* trace_;
 };
 
+bool BuildFaultTest::prepared_ = false;
 TempDir* BuildFaultTest::dir_ = nullptr;
 std::string* BuildFaultTest::config_ = nullptr;
 std::map<std::string, std::string>* BuildFaultTest::reference_ = nullptr;
@@ -213,6 +226,55 @@ TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
     ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
         << ReadFileToString(Env::Default(), out + ".log").value_or("");
     ExpectSameRelease(*reference_, out);
+  }
+}
+
+// A kill anywhere in pack+shard leaves the release already at --output published and valid: the
+// new one is written beside it (WORK/release) and takes its name at once (release/build.cc,
+// Publish), so before the move the old release is there whole, after it the new one is.
+TEST_F(BuildFaultTest, AKillDuringPackLeavesThePreviousReleasePublished) {
+  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  // The earlier release: the same inputs under another seed (another release id).
+  auto text = ReadFileToString(Env::Default(), *config_);
+  ASSERT_TRUE(text.ok());
+  std::string other = *text;
+  ASSERT_EQ(other.rfind("seed = 5\n", 0), 0u);
+  other.replace(0, 8, "seed = 6");
+  const std::string other_config = dir_->Join("other.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), other_config, other).ok());
+  int st = RunBuild(other_config, dir_->Join("old"), {}, dir_->Join("old.log"));
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << ReadFileToString(Env::Default(), dir_->Join("old.log")).value_or("");
+  const auto old = ReleaseBytes(dir_->Join("old"));
+  ASSERT_NE(old.at(std::string(shard::kManifestName)), reference_->at(std::string(shard::kManifestName)));
+  int i = 0;
+  for (const char* point : {"build.pack.after_shards", "build.pack.before_manifest",
+                            "build.pack.after_manifest"}) {
+    SCOPED_TRACE(point);
+    // The earlier release at --output, and the work folder of this config's completed stages (so
+    // only pack runs).
+    const std::string out = dir_->Join(absl::StrCat("over-", i++));
+    const std::string cmd = "cp -a " + dir_->Join("old") + " " + out + " && cp -a " +
+                            dir_->Join("ref.work") + " " + out + ".work";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    st = RunBuild(*config_, out, {{"GRIST_CRASH_POINT", point}}, out + ".log");
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+        << "not killed at the point: " << ReadFileToString(Env::Default(), out + ".log").value_or("");
+    auto v = VerifyRelease(Env::Default(), out);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->ok()) << v->problems.front();
+    if (std::string(point) == "build.pack.after_manifest") {
+      ExpectSameRelease(*reference_, out);  // moved into place: the new release, whole
+    } else {
+      ExpectSameRelease(old, out);  // not yet moved: the earlier release, untouched
+    }
+    st = RunBuild(*config_, out, {}, out + ".log");
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << ReadFileToString(Env::Default(), out + ".log").value_or("");
+    ExpectSameRelease(*reference_, out);
+    // Nothing left beside it: the staging folder and the earlier release are gone.
+    EXPECT_FALSE(Env::Default()->FileExists(out + ".work/release"));
+    EXPECT_FALSE(Env::Default()->FileExists(out + ".work/release.previous"));
   }
 }
 

@@ -2,7 +2,8 @@
 # The bounded extra checks that scripts/test.sh runs after the main suite:
 #   1. one clang build with AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer coverage
 #      instrumentation) of the libraries, the GoogleTest suites and the fuzz targets;
-#   2. ctest of every GoogleTest suite that needs no GPU under the sanitizers (the `grist` binary
+#   2. ctest of every GoogleTest suite that needs no GPU under the sanitizers (capi_test calls the
+#      Python package's C ABI in the sanitized libgrist_capi.so as Python does; the `grist` binary
 #      the CLI tests run is the sanitized one; shared-corpus tests skipped; the 100 MB document
 #      tests and the time-based random-kill loop run in the main suite only);
 #   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60, for the record
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 BUILD=${GRIST_ASAN_BUILD_DIR:-build-asan}
 JOBS=${GRIST_JOBS:-$(nproc)}
 SECONDS_EACH=${GRIST_FUZZ_SECONDS:-60}
-SUITES=(common clean dedup tokenize pack shard release loader ckptio labs)
+SUITES=(common clean dedup tokenize pack shard release loader ckptio labs capi)
 LABELS=${GRIST_SANITIZER_LABELS:-$(IFS='|'; echo "${SUITES[*]}")}
 EXCLUDE=${GRIST_SANITIZER_EXCLUDE:-HundredMegabyte|ByteRangeSplitsMatchWholeFileRead|HugeDocumentAndInvalidUtf8|CrashConsistency|DedupMemoryLimit}
 
@@ -31,7 +32,7 @@ fi
 echo "== ASan+UBSan build (clang) in $BUILD"
 CC=clang CXX=clang++ CXXFLAGS="-fno-sanitize-recover=all" cmake -S . -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIST_SANITIZE=address,undefined,fuzzer-no-link \
-  -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_PYTHON=OFF >/dev/null
+  -DGRIST_BUILD_FUZZERS=ON -DGRIST_BUILD_PYTHON=ON >/dev/null
 targets=(fuzz_records fuzz_cleaner)
 for s in "${SUITES[@]}"; do
   if [[ -d tests/$s ]]; then targets+=("${s}_test"); fi

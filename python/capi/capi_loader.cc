@@ -1,4 +1,5 @@
-// C ABI of the loader for python/grist/loader.py (ctypes). Conventions: python/capi/capi_common.h.
+// The loader part of grist's C ABI (python/capi/grist_capi.h, which states the contracts), used by
+// python/grist/loader.py over ctypes.
 //
 // Tensors are handed out as DLPack DLManagedTensor (the stable v0.x ABI that torch 1.13 and 2.x
 // accept through a "dltensor" PyCapsule): the DLManagedTensor owns a reference to its batch, so
@@ -18,6 +19,10 @@
 
 namespace {
 
+using grist::capi::CheckStructSize;
+using grist::capi::Guard;
+using grist::capi::NegativeCount;
+using grist::capi::NullArgument;
 using grist::capi::SetError;
 using grist::loader::Batch;
 using grist::loader::DType;
@@ -58,196 +63,282 @@ struct ManagedTensor {
 
 void DeleteManaged(DLManagedTensor* self) { delete static_cast<ManagedTensor*>(self->manager_ctx); }
 
-struct LoaderHandle {
+}  // namespace
+
+// The handles of grist_capi.h.
+struct grist_loader {
   std::unique_ptr<Loader> loader;
-  std::string text;  // storage for strings returned to the caller (state JSON, notes)
+  std::string text;  // storage for strings returned to the caller (state JSON, release id, note)
 };
 
-struct BatchHandle {
+struct grist_batch {
   std::shared_ptr<const Batch> batch;
 };
 
+GRIST_CAPI void grist_loader_options_init(grist_loader_options* options) {
+  if (options == nullptr) return;
+  const LoaderOptions d;
+  *options = grist_loader_options{};
+  options->struct_size = sizeof(grist_loader_options);
+  options->num_releases = 0;
+  options->paths = nullptr;
+  options->weights = nullptr;
+  options->split = nullptr;
+  options->micro_batch_size = d.micro_batch_size;
+  options->global_batch_size = d.global_batch_size;
+  options->dp_rank = d.dp_rank;
+  options->dp_size = d.dp_size;
+  options->has_seed = d.has_seed ? 1 : 0;
+  options->seed = d.seed;
+  options->epochs = d.epochs;
+  options->prefetch = d.prefetch;
+  options->num_workers = d.num_workers;
+  options->device = d.device == grist::loader::Device::kCuda ? GRIST_DEVICE_CUDA : GRIST_DEVICE_CPU;
+  options->cuda_device = d.cuda_device;
+  options->int32_ids = d.int32_ids ? 1 : 0;
+  options->fields = nullptr;
+  options->verify_checksums = d.verify_checksums ? 1 : 0;
+  options->elastic = d.elastic ? 1 : 0;
+}
+
+GRIST_CAPI int grist_loader_open(const grist_loader_options* options, grist_loader** out) {
+  constexpr const char* kFn = "grist_loader_open";
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = nullptr;
+  if (options == nullptr) return NullArgument(kFn, "options");
+  if (int rc = CheckStructSize(kFn, "grist_loader_options", options->struct_size,
+                               sizeof(grist_loader_options))) {
+    return rc;
+  }
+  return Guard(kFn, [&] {
+    const grist_loader_options& c = *options;
+    if (c.num_releases < 1) {
+      return SetError(absl::InvalidArgumentError(
+          absl::StrCat(kFn, ": num_releases is ", c.num_releases, ", must be >= 1")));
+    }
+    if (c.paths == nullptr) return NullArgument(kFn, "options->paths");
+    if (c.device != GRIST_DEVICE_CPU && c.device != GRIST_DEVICE_CUDA) {
+      return SetError(absl::InvalidArgumentError(
+          absl::StrCat(kFn, ": device is ", c.device, " (GRIST_DEVICE_CPU or GRIST_DEVICE_CUDA)")));
+    }
+    LoaderOptions o;
+    for (int k = 0; k < c.num_releases; ++k) {
+      if (c.paths[k] == nullptr) return NullArgument(kFn, absl::StrCat("options->paths[", k, "]").c_str());
+      o.blend.push_back(grist::loader::BlendEntry{c.weights ? c.weights[k] : 1.0, c.paths[k]});
+    }
+    o.path = o.blend[0].path;
+    o.split = c.split ? c.split : "train";
+    o.micro_batch_size = c.micro_batch_size;
+    o.global_batch_size = c.global_batch_size;
+    o.dp_rank = c.dp_rank;
+    o.dp_size = c.dp_size;
+    o.has_seed = c.has_seed != 0;
+    o.seed = c.seed;
+    o.epochs = c.epochs;
+    o.prefetch = c.prefetch;
+    o.num_workers = c.num_workers;
+    o.device = c.device == GRIST_DEVICE_CUDA ? grist::loader::Device::kCuda : grist::loader::Device::kCpu;
+    o.cuda_device = c.cuda_device;
+    o.int32_ids = c.int32_ids != 0;
+    o.verify_checksums = c.verify_checksums != 0;
+    o.elastic = c.elastic != 0;
+    if (c.fields && *c.fields) {
+      auto f = grist::loader::ParseFields(c.fields);
+      if (!f.ok()) return SetError(f.status());
+      o.fields = *f;
+    } else if (c.num_releases >= 2) {
+      o.fields = grist::loader::kAllFields | grist::loader::kReleaseIndex;
+    }
+    auto l = Loader::Open(o);
+    if (!l.ok()) return SetError(l.status());
+    auto h = std::make_unique<grist_loader>();
+    h->loader = std::move(*l);
+    *out = h.release();
+    return 0;
+  });
+}
+
+GRIST_CAPI int grist_loader_set_weights(grist_loader* loader, const double* weights, int n) {
+  constexpr const char* kFn = "grist_loader_set_weights";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (n < 0) return NegativeCount(kFn, "n", n);
+  if (weights == nullptr && n > 0) return NullArgument(kFn, "weights");
+  return Guard(kFn, [&] {
+    std::vector<double> w(weights, weights + n);
+    return SetError(loader->loader->SetWeights(w));
+  });
+}
+
+GRIST_CAPI int grist_loader_blend_draws(grist_loader* loader, int64_t* out, int capacity, int* n) {
+  constexpr const char* kFn = "grist_loader_blend_draws";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (n == nullptr) return NullArgument(kFn, "n");
+  if (capacity < 0) return NegativeCount(kFn, "capacity", capacity);
+  if (out == nullptr && capacity > 0) return NullArgument(kFn, "out");
+  const auto& d = loader->loader->schedule().draws_per_step();
+  for (size_t k = 0; k < d.size() && k < static_cast<size_t>(capacity); ++k) {
+    out[k] = static_cast<int64_t>(d[k]);
+  }
+  *n = static_cast<int>(d.size());
+  return 0;
+}
+
+GRIST_CAPI void grist_loader_close(grist_loader* loader) { delete loader; }
+
+GRIST_CAPI int grist_loader_next(grist_loader* loader, grist_batch** out) {
+  constexpr const char* kFn = "grist_loader_next";
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = nullptr;
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  return Guard(kFn, [&] {
+    auto b = loader->loader->Next();
+    if (!b.ok()) return SetError(b.status());
+    *out = new grist_batch{std::move(*b)};
+    return 0;
+  });
+}
+
+namespace {
+
+// Keeps `text` in the handle and points *out at it.
+int HandleText(grist_loader* h, std::string text, const char** out) {
+  h->text = std::move(text);
+  *out = h->text.c_str();
+  return 0;
+}
+
 }  // namespace
 
-// grist_loader_open for a blend: `n` releases `paths[k]` with `weights[k]` (n == 1 is one release)
-// and `elastic` (0: a state with another global batch is refused). With fields == nullptr a blend
-// also produces release_index.
-GRIST_CAPI int grist_loader_open_blend(int n, const char* const* paths, const double* weights,
-                                       const char* split, int64_t micro_batch_size,
-                                       int64_t global_batch_size, int64_t dp_rank, int64_t dp_size,
-                                       int has_seed, uint64_t seed, int64_t epochs, int prefetch,
-                                       int num_workers, int device, int cuda_device, int int32_ids,
-                                       const char* fields, int verify_checksums, int elastic,
-                                       void** out) {
-  *out = nullptr;
-  if (n < 1) return SetError(absl::InvalidArgumentError("a blend needs at least one release"));
-  LoaderOptions o;
-  for (int k = 0; k < n; ++k) {
-    o.blend.push_back(grist::loader::BlendEntry{weights[k], paths[k] ? paths[k] : ""});
+GRIST_CAPI int grist_loader_state(grist_loader* loader, const char** out) {
+  constexpr const char* kFn = "grist_loader_state";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  return Guard(kFn, [&] { return HandleText(loader, loader->loader->state().ToJson(), out); });
+}
+
+GRIST_CAPI int grist_loader_load_state(grist_loader* loader, const char* json) {
+  constexpr const char* kFn = "grist_loader_load_state";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (json == nullptr) return NullArgument(kFn, "json");
+  return Guard(kFn, [&] {
+    auto s = LoaderState::FromJson(json);
+    if (!s.ok()) return SetError(s.status());
+    return SetError(loader->loader->LoadState(*s));
+  });
+}
+
+GRIST_CAPI int grist_loader_get_info(grist_loader* loader, grist_loader_info* info) {
+  constexpr const char* kFn = "grist_loader_get_info";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (info == nullptr) return NullArgument(kFn, "info");
+  if (int rc = CheckStructSize(kFn, "grist_loader_info", info->struct_size, sizeof(grist_loader_info))) {
+    return rc;
   }
-  o.path = o.blend[0].path;
-  o.split = split ? split : "train";
-  o.micro_batch_size = micro_batch_size;
-  o.global_batch_size = global_batch_size;
-  o.dp_rank = dp_rank;
-  o.dp_size = dp_size;
-  o.has_seed = has_seed != 0;
-  o.seed = seed;
-  o.epochs = epochs;
-  o.prefetch = prefetch;
-  o.num_workers = num_workers;
-  o.device = device == 1 ? grist::loader::Device::kCuda : grist::loader::Device::kCpu;
-  o.cuda_device = cuda_device;
-  o.int32_ids = int32_ids != 0;
-  o.verify_checksums = verify_checksums != 0;
-  o.elastic = elastic != 0;
-  if (fields && *fields) {
-    auto f = grist::loader::ParseFields(fields);
-    if (!f.ok()) return SetError(f.status());
-    o.fields = *f;
-  } else if (n >= 2) {
-    o.fields = grist::loader::kAllFields | grist::loader::kReleaseIndex;
-  }
-  auto l = Loader::Open(o);
-  if (!l.ok()) return SetError(l.status());
-  auto* h = new LoaderHandle();
-  h->loader = std::move(*l);
-  *out = h;
-  return 0;
-}
-
-GRIST_CAPI int grist_loader_open(const char* path, const char* split, int64_t micro_batch_size,
-                                 int64_t global_batch_size, int64_t dp_rank, int64_t dp_size,
-                                 int has_seed, uint64_t seed, int64_t epochs, int prefetch,
-                                 int num_workers, int device, int cuda_device, int int32_ids,
-                                 const char* fields, int verify_checksums, void** out) {
-  // One release is the one-entry blend (the same order, state and fields as a release alone).
-  const double weight = 1.0;
-  return grist_loader_open_blend(1, &path, &weight, split, micro_batch_size, global_batch_size,
-                                 dp_rank, dp_size, has_seed, seed, epochs, prefetch, num_workers,
-                                 device, cuda_device, int32_ids, fields, verify_checksums,
-                                 /*elastic=*/1, out);
-}
-
-// New blend weights from the current step boundary on (n = the number of releases).
-GRIST_CAPI int grist_loader_set_weights(void* h, const double* weights, int n) {
-  std::vector<double> w(weights, weights + (n > 0 ? n : 0));
-  return SetError(static_cast<LoaderHandle*>(h)->loader->SetWeights(w));
-}
-
-// Draws of release k per step (n_k of the blend; G for one release), into out[0..n-1].
-GRIST_CAPI int grist_loader_blend_draws(void* h, int64_t* out, int n) {
-  const auto& d = static_cast<LoaderHandle*>(h)->loader->schedule().draws_per_step();
-  for (int k = 0; k < n && static_cast<size_t>(k) < d.size(); ++k) out[k] = static_cast<int64_t>(d[k]);
-  return static_cast<int>(d.size());
-}
-
-GRIST_CAPI void grist_loader_close(void* h) { delete static_cast<LoaderHandle*>(h); }
-
-// 0 with *batch set; -OUT_OF_RANGE (-11) at the end of the data; another error code otherwise.
-GRIST_CAPI int grist_loader_next(void* h, void** batch) {
-  *batch = nullptr;
-  auto b = static_cast<LoaderHandle*>(h)->loader->Next();
-  if (!b.ok()) return SetError(b.status());
-  *batch = new BatchHandle{std::move(*b)};
-  return 0;
-}
-
-// The state as one-line JSON; valid until the next call on this handle.
-GRIST_CAPI const char* grist_loader_state(void* h) {
-  auto* lh = static_cast<LoaderHandle*>(h);
-  lh->text = lh->loader->state().ToJson();
-  return lh->text.c_str();
-}
-
-GRIST_CAPI int grist_loader_load_state(void* h, const char* json) {
-  auto s = LoaderState::FromJson(json ? json : "");
-  if (!s.ok()) return SetError(s.status());
-  return SetError(static_cast<LoaderHandle*>(h)->loader->LoadState(*s));
-}
-
-// Facts: [0] size (micro batches of the run, -1 unlimited), [1] remaining (-1 unlimited),
-// [2] on_cuda, [3] seed, [4] samples in the split, [5] seq_len, [6] bytes per batch,
-// [7] num_workers, [8] micro batches per step.
-GRIST_CAPI int grist_loader_info(void* h, int64_t* out, int n) {
-  const Loader& l = *static_cast<LoaderHandle*>(h)->loader;
+  const Loader& l = *loader->loader;
   const int64_t kUnlimited = INT64_MAX;
-  int64_t v[9] = {l.size() == kUnlimited ? -1 : l.size(),
-                  l.remaining() >= kUnlimited / 2 ? -1 : l.remaining(),
-                  l.on_cuda() ? 1 : 0,
-                  static_cast<int64_t>(l.schedule().options().seed),
-                  static_cast<int64_t>(l.source().num_samples()),
-                  static_cast<int64_t>(l.source().sample_tokens()) - 1,
-                  static_cast<int64_t>(l.batch_bytes()),
-                  l.num_workers(),
-                  l.schedule().micro_batches_per_step()};
-  for (int i = 0; i < n && i < 9; ++i) out[i] = v[i];
+  info->on_cuda = l.on_cuda() ? 1 : 0;
+  info->size = l.size() == kUnlimited ? -1 : l.size();
+  info->remaining = l.remaining() >= kUnlimited / 2 ? -1 : l.remaining();
+  info->seed = l.schedule().options().seed;
+  info->num_samples = static_cast<int64_t>(l.source().num_samples());
+  info->seq_len = static_cast<int64_t>(l.source().sample_tokens()) - 1;
+  info->batch_bytes = static_cast<int64_t>(l.batch_bytes());
+  info->num_workers = l.num_workers();
+  info->micro_batches_per_step = l.schedule().micro_batches_per_step();
   return 0;
 }
 
-// The release id (what=0) or why a CUDA request runs on the CPU (what=1); valid until the next call.
-GRIST_CAPI const char* grist_loader_text(void* h, int what) {
-  auto* lh = static_cast<LoaderHandle*>(h);
-  lh->text = what == 0 ? lh->loader->release_id() : lh->loader->device_note();
-  return lh->text.c_str();
+GRIST_CAPI int grist_loader_release_id(grist_loader* loader, const char** out) {
+  constexpr const char* kFn = "grist_loader_release_id";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  return Guard(kFn, [&] { return HandleText(loader, loader->loader->release_id(), out); });
 }
 
-GRIST_CAPI void grist_batch_free(void* b) { delete static_cast<BatchHandle*>(b); }
-
-GRIST_CAPI int grist_batch_num_tensors(void* b) {
-  return static_cast<int>(static_cast<BatchHandle*>(b)->batch->tensors().size());
+GRIST_CAPI int grist_loader_device_note(grist_loader* loader, const char** out) {
+  constexpr const char* kFn = "grist_loader_device_note";
+  if (loader == nullptr) return NullArgument(kFn, "loader");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  return Guard(kFn, [&] { return HandleText(loader, loader->loader->device_note(), out); });
 }
 
-GRIST_CAPI const char* grist_batch_tensor_name(void* b, int i) {
-  const auto& ts = static_cast<BatchHandle*>(b)->batch->tensors();
-  return (i >= 0 && static_cast<size_t>(i) < ts.size()) ? ts[static_cast<size_t>(i)].name : nullptr;
+GRIST_CAPI void grist_batch_free(grist_batch* batch) { delete batch; }
+
+GRIST_CAPI int grist_batch_num_tensors(grist_batch* batch, int* n) {
+  constexpr const char* kFn = "grist_batch_num_tensors";
+  if (batch == nullptr) return NullArgument(kFn, "batch");
+  if (n == nullptr) return NullArgument(kFn, "n");
+  *n = static_cast<int>(batch->batch->tensors().size());
+  return 0;
 }
 
-// CUDA: `stream` (cudaStream_t as an integer; 0 = legacy default) waits for the batch's copy.
-GRIST_CAPI int grist_batch_wait(void* b, uintptr_t stream) {
-  return SetError(static_cast<BatchHandle*>(b)->batch->WaitOn(stream));
-}
-
-// A new DLManagedTensor viewing tensor i; the caller hands it to a consumer that calls its deleter
-// (or calls grist_dlpack_free).
-GRIST_CAPI void grist_dlpack_free(void* managed);
-
-GRIST_CAPI int grist_batch_dlpack(void* b, int i, void** out) {
-  *out = nullptr;
-  const auto& batch = static_cast<BatchHandle*>(b)->batch;
-  const auto& ts = batch->tensors();
+GRIST_CAPI int grist_batch_tensor_name(grist_batch* batch, int i, const char** out) {
+  constexpr const char* kFn = "grist_batch_tensor_name";
+  if (batch == nullptr) return NullArgument(kFn, "batch");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  const auto& ts = batch->batch->tensors();
   if (i < 0 || static_cast<size_t>(i) >= ts.size()) {
-    return SetError(absl::OutOfRangeError(absl::StrCat("batch has no tensor ", i)));
+    *out = nullptr;
+    return SetError(absl::OutOfRangeError(absl::StrCat(kFn, ": the batch has no tensor ", i,
+                                                       " (it has ", ts.size(), ")")));
   }
-  const grist::loader::TensorInfo& t = ts[static_cast<size_t>(i)];
-  auto* m = new ManagedTensor();
-  m->batch = batch;
-  m->shape[0] = t.shape[0];
-  m->shape[1] = t.shape[1];
-  DLTensor& d = m->managed.dl_tensor;
-  d.data = t.data;
-  d.device = batch->on_cuda() ? DLDevice{2, batch->cuda_device()} : DLDevice{1, 0};
-  d.ndim = t.ndim;
-  switch (t.dtype) {
-    case DType::kInt32: d.dtype = {0, 32, 1}; break;
-    case DType::kInt64: d.dtype = {0, 64, 1}; break;
-    case DType::kFloat32: d.dtype = {2, 32, 1}; break;
-  }
-  d.shape = m->shape;
-  d.strides = nullptr;
-  d.byte_offset = 0;
-  m->managed.manager_ctx = m;
-  m->managed.deleter = DeleteManaged;
-  *out = &m->managed;
+  *out = ts[static_cast<size_t>(i)].name;
   return 0;
 }
 
-// grist_batch_dlpack for tensors 0..n-1 at once (n = grist_batch_num_tensors), into out[0..n-1].
-GRIST_CAPI int grist_batch_dlpack_all(void* b, void** out, int n) {
+GRIST_CAPI int grist_batch_wait(grist_batch* batch, uintptr_t stream) {
+  if (batch == nullptr) return NullArgument("grist_batch_wait", "batch");
+  return SetError(batch->batch->WaitOn(stream));
+}
+
+GRIST_CAPI int grist_batch_dlpack(grist_batch* batch, int i, void** out) {
+  constexpr const char* kFn = "grist_batch_dlpack";
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = nullptr;
+  if (batch == nullptr) return NullArgument(kFn, "batch");
+  const std::shared_ptr<const Batch>& b = batch->batch;
+  const auto& ts = b->tensors();
+  if (i < 0 || static_cast<size_t>(i) >= ts.size()) {
+    return SetError(absl::OutOfRangeError(absl::StrCat(kFn, ": the batch has no tensor ", i,
+                                                       " (it has ", ts.size(), ")")));
+  }
+  return Guard(kFn, [&] {
+    const grist::loader::TensorInfo& t = ts[static_cast<size_t>(i)];
+    auto* m = new ManagedTensor();
+    m->batch = b;
+    m->shape[0] = t.shape[0];
+    m->shape[1] = t.shape[1];
+    DLTensor& d = m->managed.dl_tensor;
+    d.data = t.data;
+    d.device = b->on_cuda() ? DLDevice{2, b->cuda_device()} : DLDevice{1, 0};
+    d.ndim = t.ndim;
+    switch (t.dtype) {
+      case DType::kInt32: d.dtype = {0, 32, 1}; break;
+      case DType::kInt64: d.dtype = {0, 64, 1}; break;
+      case DType::kFloat32: d.dtype = {2, 32, 1}; break;
+    }
+    d.shape = m->shape;
+    d.strides = nullptr;
+    d.byte_offset = 0;
+    m->managed.manager_ctx = m;
+    m->managed.deleter = DeleteManaged;
+    *out = &m->managed;
+    return 0;
+  });
+}
+
+GRIST_CAPI int grist_batch_dlpack_all(grist_batch* batch, void** out, int n) {
+  constexpr const char* kFn = "grist_batch_dlpack_all";
+  if (batch == nullptr) return NullArgument(kFn, "batch");
+  if (n < 0) return NegativeCount(kFn, "n", n);
+  if (out == nullptr && n > 0) return NullArgument(kFn, "out");
   for (int i = 0; i < n; ++i) {
-    int rc = grist_batch_dlpack(b, i, &out[i]);
+    int rc = grist_batch_dlpack(batch, i, &out[i]);
     if (rc != 0) {
-      for (int j = 0; j < i; ++j) grist_dlpack_free(out[j]);
+      for (int j = 0; j < i; ++j) {
+        grist_dlpack_free(out[j]);
+        out[j] = nullptr;
+      }
       return rc;
     }
   }
@@ -261,17 +352,38 @@ GRIST_CAPI void grist_dlpack_free(void* managed) {
   }
 }
 
-GRIST_CAPI int grist_write_synthetic_release(const char* dir, uint64_t samples,
-                                             uint64_t validation_samples, uint32_t seq_len,
-                                             uint64_t samples_per_shard, uint32_t vocab_size,
-                                             uint32_t mean_document_tokens, uint64_t seed) {
-  grist::loader::SyntheticReleaseOptions o;
-  o.samples = samples;
-  o.validation_samples = validation_samples;
-  o.seq_len = seq_len;
-  o.samples_per_shard = samples_per_shard;
-  o.vocab_size = vocab_size;
-  o.mean_document_tokens = mean_document_tokens;
-  o.seed = seed;
-  return SetError(grist::loader::WriteSyntheticRelease(grist::Env::Default(), dir ? dir : "", o));
+GRIST_CAPI void grist_synthetic_release_options_init(grist_synthetic_release_options* options) {
+  if (options == nullptr) return;
+  const grist::loader::SyntheticReleaseOptions d;
+  *options = grist_synthetic_release_options{};
+  options->struct_size = sizeof(grist_synthetic_release_options);
+  options->seq_len = d.seq_len;
+  options->samples = d.samples;
+  options->validation_samples = d.validation_samples;
+  options->samples_per_shard = d.samples_per_shard;
+  options->vocab_size = d.vocab_size;
+  options->mean_document_tokens = d.mean_document_tokens;
+  options->seed = d.seed;
+}
+
+GRIST_CAPI int grist_write_synthetic_release(const char* dir,
+                                             const grist_synthetic_release_options* options) {
+  constexpr const char* kFn = "grist_write_synthetic_release";
+  if (dir == nullptr) return NullArgument(kFn, "dir");
+  if (options == nullptr) return NullArgument(kFn, "options");
+  if (int rc = CheckStructSize(kFn, "grist_synthetic_release_options", options->struct_size,
+                               sizeof(grist_synthetic_release_options))) {
+    return rc;
+  }
+  return Guard(kFn, [&] {
+    grist::loader::SyntheticReleaseOptions o;
+    o.samples = options->samples;
+    o.validation_samples = options->validation_samples;
+    o.seq_len = options->seq_len;
+    o.samples_per_shard = options->samples_per_shard;
+    o.vocab_size = options->vocab_size;
+    o.mean_document_tokens = options->mean_document_tokens;
+    o.seed = options->seed;
+    return SetError(grist::loader::WriteSyntheticRelease(grist::Env::Default(), dir, o));
+  });
 }

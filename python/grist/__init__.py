@@ -8,11 +8,11 @@ The heavy lifting is in libgrist_capi.so (C ABI, loaded with ctypes), so this pa
 Python 3 and any torch that the interpreter has.
 """
 
-from grist._native import GristError, version
+from grist._native import GristError, get_include, version
 
 __version__ = version()
 
-__all__ = ["GristError", "Loader", "ckpt", "data", "version", "__version__"]
+__all__ = ["GristError", "Loader", "ckpt", "data", "get_include", "version", "__version__"]
 
 
 def __getattr__(name):

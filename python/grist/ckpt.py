@@ -39,6 +39,8 @@ import os
 import threading
 
 from grist import _ckpt_shard as _shard
+from grist import _capi
+from grist._capi import CkptWriterOptions, Status
 from grist._native import GristError, check, lib
 
 __all__ = ["save", "load", "latest", "list_checkpoints", "verify", "read_manifest", "export",
@@ -52,60 +54,13 @@ def __getattr__(name):
         return getattr(ckpt_dcp, name)
     raise AttributeError(f"module 'grist.ckpt' has no attribute {name!r}")
 
-# DType codes of ckptio/safetensors.h, in order.
-_DTYPE_NAMES = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",
-                "F32", "I64", "U64", "F64"]
+# The safetensors names of the dtype codes, in code order (grist_capi.h, grist_ckpt_dtype).
+_DTYPE_NAMES = _capi.dtype_names(lib)
 
+# Declarations: grist._capi (the mirror of grist_capi.h, checked by tests/python/test_capi_header.py).
 _c = ctypes
 _P = _c.c_void_p
 _S = _c.c_char_p
-lib.grist_ckpt_writer_new.argtypes = [_c.c_int, _c.c_int, _c.c_uint64, _c.c_int, _c.c_int,
-                                      _c.POINTER(_P)]
-lib.grist_ckpt_writer_free.argtypes = [_P]
-lib.grist_ckpt_writer_free.restype = None
-lib.grist_ckpt_cuda_available.argtypes = []
-lib.grist_ckpt_default_copy_threads.argtypes = []
-lib.grist_ckpt_memcpy.argtypes = [_c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int]
-lib.grist_ckpt_memcpy.restype = None
-lib.grist_ckpt_prepare_dir.argtypes = [_S]
-lib.grist_ckpt_begin.argtypes = [_P, _S, _c.c_int, _c.POINTER(_S), _c.POINTER(_c.c_int),
-                                 _c.POINTER(_c.c_int), _c.POINTER(_c.c_int64), _c.c_int,
-                                 _c.POINTER(_S), _c.POINTER(_S), _c.POINTER(_P)]
-lib.grist_ckpt_pending_layout.argtypes = [_P, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
-                                          _c.c_int]
-lib.grist_ckpt_save_in_place.argtypes = [_P, _S, _c.c_int, _c.POINTER(_S), _c.POINTER(_c.c_int),
-                                         _c.POINTER(_c.c_int), _c.POINTER(_c.c_int64),
-                                         _c.POINTER(_c.c_uint64), _c.c_int, _c.POINTER(_S),
-                                         _c.POINTER(_S), _c.POINTER(_P)]
-lib.grist_ckpt_pending_copy.argtypes = [_P, _c.c_int, _c.POINTER(_c.c_uint64),
-                                        _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64), _c.c_int]
-lib.grist_ckpt_pending_copy.restype = None
-lib.grist_ckpt_pending_mark_ready.argtypes = [_P, _c.c_uint64]
-lib.grist_ckpt_pending_mark_ready.restype = None
-lib.grist_ckpt_pending_abort.argtypes = [_P, _S]
-lib.grist_ckpt_pending_abort.restype = None
-lib.grist_ckpt_pending_done.argtypes = [_P]
-lib.grist_ckpt_pending_wait.argtypes = [_P, _c.c_int, _c.POINTER(_S)]
-lib.grist_ckpt_pending_free.argtypes = [_P]
-lib.grist_ckpt_pending_free.restype = None
-lib.grist_ckpt_publish.argtypes = [_S, _c.c_int64, _c.c_int, _c.c_int, _c.POINTER(_S), _c.c_int,
-                                   _c.POINTER(_S), _c.POINTER(_S), _S, _S, _c.c_int]
-lib.grist_ckpt_read_manifest.argtypes = [_S, _c.POINTER(_S)]
-lib.grist_ckpt_read_ranges.argtypes = [_S, _S, _c.c_int, _c.POINTER(_c.c_uint64),
-                                       _c.POINTER(_c.c_uint64), _c.c_int, _c.c_int,
-                                       _c.POINTER(_P), _c.POINTER(_c.c_uint64)]
-lib.grist_ckpt_export.argtypes = [_S, _S, _S, _c.c_uint64, _c.POINTER(_S)]
-lib.grist_ckpt_ranges_free.argtypes = [_P]
-lib.grist_ckpt_ranges_free.restype = None
-lib.grist_ckpt_latest.argtypes = [_S, _c.c_int, _c.POINTER(_S)]
-lib.grist_ckpt_list.argtypes = [_S, _c.POINTER(_S)]
-lib.grist_ckpt_verify.argtypes = [_S]
-lib.grist_ckpt_step_from_name.argtypes = [_S, _c.POINTER(_c.c_int64)]
-lib.grist_ckpt_load.argtypes = [_S, _c.c_int, _c.c_int, _c.c_int, _c.POINTER(_P), _c.POINTER(_S)]
-lib.grist_ckpt_load_wait_data.argtypes = [_P, _c.c_uint64]
-lib.grist_ckpt_load_finish.argtypes = [_P, _c.POINTER(_c.c_int)]
-lib.grist_ckpt_load_free.argtypes = [_P]
-lib.grist_ckpt_load_free.restype = None
 
 _PIECE = 64 << 20  # bytes per device-to-host piece: writes start as soon as the first lands
 
@@ -166,10 +121,12 @@ _last_handle = None
 
 class _Writer:
     def __init__(self, direct, queue_depth, block_size, overlap, copy_threads):
+        o = _capi.new_options(lib, CkptWriterOptions, "grist_ckpt_writer_options_init")
+        o.direct, o.queue_depth, o.block_size = int(direct), int(queue_depth), int(block_size)
+        o.overlap = -1 if overlap is None else int(bool(overlap))
+        o.copy_threads = int(copy_threads or 0)
         p = _P()
-        check(lib.grist_ckpt_writer_new(int(direct), int(queue_depth), int(block_size),
-                                        -1 if overlap is None else int(bool(overlap)),
-                                        int(copy_threads or 0), _c.byref(p)))
+        check(lib.grist_ckpt_writer_new(_c.byref(o), _c.byref(p)))
         self.ptr = p
 
     def __del__(self):
@@ -503,9 +460,9 @@ def _fill(torch, tensors, base, begins, pending):
         lens = (_c.c_uint64 * k)(*[h[2] for h in host])
         # Only host tensors: the pool marks the copied prefix ready itself (writes start early).
         only_host = stream is None
-        lib.grist_ckpt_pending_copy(pending, k, offs, srcs, lens, int(only_host))
+        check(lib.grist_ckpt_pending_copy(pending, k, offs, srcs, lens, int(only_host)))
     _drain(cuda_pieces, pending, block=True)
-    lib.grist_ckpt_pending_mark_ready(pending, (1 << 64) - 1)
+    check(lib.grist_ckpt_pending_mark_ready(pending, (1 << 64) - 1))
 
 
 def _drain(pieces, pending, block):
@@ -515,7 +472,7 @@ def _drain(pieces, pending, block):
             if not block and not ev.query():
                 return
             ev.synchronize()
-        lib.grist_ckpt_pending_mark_ready(pending, upto)
+        check(lib.grist_ckpt_pending_mark_ready(pending, upto))
         pieces.pop(0)
 
 
@@ -632,7 +589,7 @@ def latest(root, *, verify=False):
     each candidate is read and checksummed, newest first, and the first good one returned."""
     out = _S()
     rc = lib.grist_ckpt_latest(_bytes(os.fspath(root)), int(bool(verify)), _c.byref(out))
-    if rc == -5:  # NotFound
+    if rc == -Status.NOT_FOUND:
         return None
     check(rc)
     return out.value.decode()

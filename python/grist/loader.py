@@ -35,55 +35,11 @@ import json
 import os
 import warnings
 
+from grist._capi import (Device, LoaderInfo, LoaderOptions, Status, SyntheticReleaseOptions,
+                         new_options)
 from grist._native import GristError, check, lib
 
-_OUT_OF_RANGE = 11
-
-_c = ctypes
-lib.grist_loader_open.restype = _c.c_int
-lib.grist_loader_open.argtypes = [
-    _c.c_char_p, _c.c_char_p, _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int,
-    _c.c_uint64, _c.c_int64, _c.c_int, _c.c_int, _c.c_int, _c.c_int, _c.c_int, _c.c_char_p,
-    _c.c_int, _c.POINTER(_c.c_void_p)]
-lib.grist_loader_open_blend.restype = _c.c_int
-lib.grist_loader_open_blend.argtypes = [
-    _c.c_int, _c.POINTER(_c.c_char_p), _c.POINTER(_c.c_double), _c.c_char_p, _c.c_int64,
-    _c.c_int64, _c.c_int64, _c.c_int64, _c.c_int, _c.c_uint64, _c.c_int64, _c.c_int, _c.c_int,
-    _c.c_int, _c.c_int, _c.c_int, _c.c_char_p, _c.c_int, _c.c_int, _c.POINTER(_c.c_void_p)]
-lib.grist_loader_set_weights.restype = _c.c_int
-lib.grist_loader_set_weights.argtypes = [_c.c_void_p, _c.POINTER(_c.c_double), _c.c_int]
-lib.grist_loader_blend_draws.restype = _c.c_int
-lib.grist_loader_blend_draws.argtypes = [_c.c_void_p, _c.POINTER(_c.c_int64), _c.c_int]
-lib.grist_loader_close.restype = None
-lib.grist_loader_close.argtypes = [_c.c_void_p]
-lib.grist_loader_next.restype = _c.c_int
-lib.grist_loader_next.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p)]
-lib.grist_loader_state.restype = _c.c_char_p
-lib.grist_loader_state.argtypes = [_c.c_void_p]
-lib.grist_loader_load_state.restype = _c.c_int
-lib.grist_loader_load_state.argtypes = [_c.c_void_p, _c.c_char_p]
-lib.grist_loader_info.restype = _c.c_int
-lib.grist_loader_info.argtypes = [_c.c_void_p, _c.POINTER(_c.c_int64), _c.c_int]
-lib.grist_loader_text.restype = _c.c_char_p
-lib.grist_loader_text.argtypes = [_c.c_void_p, _c.c_int]
-lib.grist_batch_free.restype = None
-lib.grist_batch_free.argtypes = [_c.c_void_p]
-lib.grist_batch_num_tensors.restype = _c.c_int
-lib.grist_batch_num_tensors.argtypes = [_c.c_void_p]
-lib.grist_batch_tensor_name.restype = _c.c_char_p
-lib.grist_batch_tensor_name.argtypes = [_c.c_void_p, _c.c_int]
-lib.grist_batch_wait.restype = _c.c_int
-lib.grist_batch_wait.argtypes = [_c.c_void_p, _c.c_size_t]
-lib.grist_batch_dlpack.restype = _c.c_int
-lib.grist_batch_dlpack.argtypes = [_c.c_void_p, _c.c_int, _c.POINTER(_c.c_void_p)]
-lib.grist_batch_dlpack_all.restype = _c.c_int
-lib.grist_batch_dlpack_all.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p), _c.c_int]
-lib.grist_dlpack_free.restype = None
-lib.grist_dlpack_free.argtypes = [_c.c_void_p]
-lib.grist_write_synthetic_release.restype = _c.c_int
-lib.grist_write_synthetic_release.argtypes = [
-    _c.c_char_p, _c.c_uint64, _c.c_uint64, _c.c_uint32, _c.c_uint64, _c.c_uint32, _c.c_uint32,
-    _c.c_uint64]
+_END = -Status.OUT_OF_RANGE  # grist_loader_next at the end of the data
 
 _PyCapsule_New = ctypes.pythonapi.PyCapsule_New
 _PyCapsule_New.restype = ctypes.py_object
@@ -101,9 +57,12 @@ def write_synthetic_release(path, samples=1024, seq_len=128, validation_samples=
                             samples_per_shard=256, vocab_size=32000, mean_document_tokens=100,
                             seed=1234):
     """Writes a deterministic synthetic release (for tests, benchmarks and examples) to `path`."""
-    check(lib.grist_write_synthetic_release(
-        str(path).encode(), samples, validation_samples, seq_len, samples_per_shard, vocab_size,
-        mean_document_tokens, seed))
+    o = new_options(lib, SyntheticReleaseOptions, "grist_synthetic_release_options_init")
+    o.samples, o.validation_samples, o.seq_len = samples, validation_samples, seq_len
+    o.samples_per_shard, o.vocab_size, o.mean_document_tokens = (samples_per_shard, vocab_size,
+                                                                 mean_document_tokens)
+    o.seed = seed
+    check(lib.grist_write_synthetic_release(str(path).encode(), ctypes.byref(o)))
 
 
 def _resolve_device(device):
@@ -301,17 +260,23 @@ class Loader:
         n = len(blend)
         paths = (ctypes.c_char_p * n)(*[p.encode() for _, p in blend])
         weights = (ctypes.c_double * n)(*[w for w, _ in blend])
-        check(lib.grist_loader_open_blend(
-            n, paths, weights, split.encode(), int(micro_batch_size), int(global_batch_size),
-            rank, size, 0 if seed is None else 1, 0 if seed is None else int(seed), int(epochs),
-            int(prefetch), int(num_workers), 1 if want_cuda else 0, cuda_index, 1 if int32 else 0,
-            ",".join(fields).encode() if fields else None, 1 if verify_checksums else 0,
-            1 if elastic else 0, ctypes.byref(handle)))
+        o = new_options(lib, LoaderOptions, "grist_loader_options_init")
+        o.num_releases, o.paths, o.weights = n, paths, weights
+        o.split = split.encode()
+        o.micro_batch_size, o.global_batch_size = int(micro_batch_size), int(global_batch_size)
+        o.dp_rank, o.dp_size = rank, size
+        o.has_seed, o.seed = (0, 0) if seed is None else (1, int(seed))
+        o.epochs, o.prefetch, o.num_workers = int(epochs), int(prefetch), int(num_workers)
+        o.device, o.cuda_device = (Device.CUDA if want_cuda else Device.CPU), cuda_index
+        o.int32_ids = 1 if int32 else 0
+        o.fields = ",".join(fields).encode() if fields else None
+        o.verify_checksums, o.elastic = int(bool(verify_checksums)), int(bool(elastic))
+        check(lib.grist_loader_open(ctypes.byref(o), ctypes.byref(handle)))
         self._handle = handle
         info = self._info()
-        self._on_cuda = bool(info[2])
+        self._on_cuda = bool(info.on_cuda)
         if want_cuda and not self._on_cuda:
-            warnings.warn("grist.Loader: " + lib.grist_loader_text(handle, 1).decode())
+            warnings.warn("grist.Loader: " + self._text(lib.grist_loader_device_note))
         self.device = torch.device("cuda", cuda_index) if self._on_cuda else torch.device("cpu")
         self.path = blend[0][1] if n == 1 else [p for _, p in blend]
         self.blend = blend if n > 1 else None
@@ -320,14 +285,14 @@ class Loader:
         self.micro_batch_size = int(micro_batch_size)
         self.global_batch_size = int(global_batch_size)
         self.dp_rank, self.dp_size = rank, size
-        self.seed = int(info[3])
-        self.num_samples = int(info[4])
-        self.seq_len = int(info[5])
-        self.batch_bytes = int(info[6])
-        self.num_workers = int(info[7])
-        self.micro_batches_per_step = int(info[8])
+        self.seed = int(info.seed)
+        self.num_samples = int(info.num_samples)
+        self.seq_len = int(info.seq_len)
+        self.batch_bytes = int(info.batch_bytes)
+        self.num_workers = int(info.num_workers)
+        self.micro_batches_per_step = int(info.micro_batches_per_step)
         self.epochs = int(epochs)
-        self.release_id = lib.grist_loader_text(handle, 0).decode()
+        self.release_id = self._text(lib.grist_loader_release_id)
         self._names = None  # tensor names, in the order the C side lists them (fixed per loader)
         self._ptrs = None
         self._batch_slot = ctypes.c_void_p()
@@ -406,25 +371,30 @@ class Loader:
         return self._handle
 
     def _info(self):
-        arr = (ctypes.c_int64 * 9)()
-        check(lib.grist_loader_info(self._h(), arr, 9))
-        return list(arr)
+        info = LoaderInfo(struct_size=ctypes.sizeof(LoaderInfo))
+        check(lib.grist_loader_get_info(self._h(), ctypes.byref(info)))
+        return info
+
+    def _text(self, fn):
+        out = ctypes.c_char_p()
+        check(fn(self._h(), ctypes.byref(out)))
+        return out.value.decode()
 
     def __len__(self):
         """Micro batches this rank yields over the whole run (all epochs)."""
-        n = self._info()[0]
+        n = self._info().size
         if n < 0:
             raise TypeError("grist.Loader with epochs=0 (unlimited) has no length")
         return n
 
     def remaining(self):
         """Micro batches left from the current position (-1: unlimited)."""
-        return self._info()[1]
+        return self._info().remaining
 
     def __iter__(self):
         # Continues from the current position (e.g. a loaded state); once exhausted, a new
         # iteration starts the run over from the beginning.
-        if self._info()[1] == 0:
+        if self._info().remaining == 0:
             st = dict(self.state_dict(), consumed_samples=0, micro_index=0)
             if "blend" in st:
                 st["blend"] = [dict(c, consumed=0) for c in st["blend"]]
@@ -436,7 +406,7 @@ class Loader:
             raise StopIteration
         b = self._batch_slot
         rc = _next(self._handle, self._batch_ref)
-        if rc == -_OUT_OF_RANGE:
+        if rc == _END:
             raise StopIteration
         check(rc)
         try:
@@ -445,9 +415,13 @@ class Loader:
                 check(lib.grist_batch_wait(b, stream))
             names = self._names
             if names is None:
-                names = self._names = [
-                    lib.grist_batch_tensor_name(b, i).decode()
-                    for i in range(lib.grist_batch_num_tensors(b))]
+                count, name = ctypes.c_int(), ctypes.c_char_p()
+                check(lib.grist_batch_num_tensors(b, ctypes.byref(count)))
+                names = []
+                for i in range(count.value):
+                    check(lib.grist_batch_tensor_name(b, i, ctypes.byref(name)))
+                    names.append(name.value.decode())
+                self._names = names
                 self._ptrs = (ctypes.c_void_p * len(names))()
             n = len(names)
             ptrs = self._ptrs
@@ -472,9 +446,11 @@ class Loader:
 
     def draws_per_step(self):
         """Samples each release contributes to every global batch (a list; [G] for one release)."""
-        arr = (ctypes.c_int64 * 64)()
-        n = lib.grist_loader_blend_draws(self._h(), arr, 64)
-        return [int(arr[i]) for i in range(min(n, 64))]
+        n = ctypes.c_int()
+        check(lib.grist_loader_blend_draws(self._h(), None, 0, ctypes.byref(n)))
+        arr = (ctypes.c_int64 * max(1, n.value))()
+        check(lib.grist_loader_blend_draws(self._h(), arr, n.value, ctypes.byref(n)))
+        return [int(arr[i]) for i in range(n.value)]
 
     def set_weights(self, weights):
         """New blend weights from here on; the loader must stand at a step boundary (between
@@ -497,7 +473,7 @@ class Loader:
     def state_dict(self):
         """The position of the next batch, as a small dict of str/int (torch.save-able; a blend's
         also lists each release's draws, weight and epoch under "blend")."""
-        return json.loads(lib.grist_loader_state(self._h()).decode())
+        return json.loads(self._text(lib.grist_loader_state))
 
     def load_state_dict(self, state):
         """Continues from `state` (from state_dict()). A state saved at a step boundary may be

@@ -53,6 +53,8 @@ def test_pip_install_gives_import_grist_and_the_grist_command(tmp_path):
     info = json.loads(out.stdout)
     assert info["file"].startswith(site), info
     assert info["lib"].startswith(os.path.join(site, "grist")), info
+    # The C ABI's header ships with the package (grist.get_include()).
+    assert os.path.exists(os.path.join(site, "grist", "include", "grist_capi.h"))
     assert info["version"]
     # The grist command, installed into the venv's bin/.
     grist_cmd = venv / "bin" / "grist"

@@ -129,6 +129,9 @@ def worker(rank, world, args, q):
         res["grist.ckpt.load resharded (Shard(1))"] = (None, g_load([Shard(1)]))
         if rep >= args.warmup:
             q.put((rank, rep, total, res.copy()))
+        dist.barrier()
+        if rank == 0:  # every method's files of this repetition: several times the state
+            shutil.rmtree(d, ignore_errors=True)
     dist.destroy_process_group()
 
 

@@ -17,8 +17,25 @@
 #include "tests/ckptio/ckpt_test_util.h"
 #include "tests/test_util.h"
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GRIST_STAGING_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define GRIST_STAGING_SANITIZED 1
+#endif
+#endif
+
 namespace grist::ckptio {
 namespace {
+
+// Sanitizers slow the instrumented copy pool several times more than the intercepted memcpy, so
+// the memcpy factor is asserted in plain builds only (the comparison with an unprepared first save
+// holds under them too).
+#ifdef GRIST_STAGING_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
 
 using testing::MakeTensor;
 using testing::OwnedTensor;
@@ -231,7 +248,9 @@ TEST(Staging, TheFirstSaveAfterPreparationBlocksForAboutAMemcpy) {
   // noise are on the caller's time too). Without the preparation the same save blocked 0.13-1.05 s
   // against 0.04 s memcpys on the development VM (3-27x: fresh memory faulted in by the copy);
   // with it 0.056-0.081 s (1.2-2.6x at load average 15 on 2 CPUs).
-  EXPECT_LT(blocked, 3 * memcpy_s + 0.03) << "blocked " << blocked << " s for a " << memcpy_s << " s memcpy";
+  if (!kSanitized) {
+    EXPECT_LT(blocked, 3 * memcpy_s + 0.03) << "blocked " << blocked << " s for a " << memcpy_s << " s memcpy";
+  }
 }
 
 }  // namespace

@@ -24,9 +24,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/python_peer.h"
 #include "bench/registry.h"
 #include "bench/target_fs.h"
 #include "ckptio/checkpoint.h"
+#include "ckptio/plain_writer.h"
 #include "ckptio/reader.h"
 #include "ckptio/write_amp.h"
 #include "ckptio/writer.h"
@@ -51,6 +53,8 @@ struct CkptFlags {
   int tensors = 16;
   bool async = false;
   bool no_peers = false;
+  bool no_python_peers = false;
+  int python_world = 2;
   std::string overlap = "auto";
   int copy_threads = 0;  // 0: the writer's default
   std::string python;  // empty: FindPython picks one that imports torch
@@ -230,6 +234,118 @@ absl::StatusOr<double> BufferedPeer(const CkptFlags& f, const HostState& st, uin
   double s = clock.Seconds();
   ::unlink(path.c_str());
   return static_cast<double>(st.bytes) / s / 1e9;
+}
+
+// The ceiling written here: a plain io_uring writer of the same bytes (one file, `qd` writes of
+// `bs` in flight, O_DIRECT where allowed, then fsync). GB/s to durable.
+absl::StatusOr<double> PlainUringPeer(const CkptFlags& f, const HostState& st, int qd, uint64_t bs,
+                                      bool direct) {
+  const std::string path = JoinPath(f.dir, absl::StrCat("grist-bench-uring-", ::getpid()));
+  auto r = ck::PlainUringWrite(path, st.base, st.bytes, qd, bs, direct);
+  ::unlink(path.c_str());
+  if (!r.ok()) return r.status();
+  return static_cast<double>(st.bytes) / r->seconds / 1e9;
+}
+
+// Per-repetition ratios a[i] / b[i].
+std::vector<double> Ratios(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> out;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (b[i] > 0) out.push_back(a[i] / b[i]);
+  }
+  return out;
+}
+
+// A row holding a per-repetition ratio (median [min, max]); it has no peer of its own.
+Figure RatioFigure(const std::string& name, const std::vector<double>& ratios, const std::string& target,
+                   bool higher_is_better = true) {
+  Figure r{name, "x", Stats::Of(ratios), "", std::nullopt};
+  r.peer_note = "the row is a per-repetition ratio";
+  r.target = target;
+  r.higher_is_better = higher_is_better;
+  return r;
+}
+
+// The Python peers in one multi-process run (bench/python/bench_ckpt_peers.py with --json):
+// grist.ckpt.save beside dcp.save / dcp.async_save with FileSystemWriter, torch.save + fsync,
+// safetensors save_file + fsync, and a resharding load against a same-topology load. Slowest rank
+// per repetition.
+absl::Status PythonPeers(const CkptFlags& f, uint64_t size, Report* report, std::vector<Figure>* figs) {
+  const std::string dir = JoinPath(f.dir, absl::StrCat("grist-bench-py-", ::getpid()));
+  const uint64_t mib = std::max<uint64_t>(16, size >> 20);
+  // grist's Python package in this binary's build tree (build/grist -> build/python), unless
+  // GRIST_PYTHON_PATH says where.
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0 && std::getenv("GRIST_PYTHON_PATH") == nullptr) {
+    const std::string bin = DirName(std::string(exe, static_cast<size_t>(n)));
+    for (const std::string& py : {JoinPath(bin, "python"), JoinPath(DirName(bin), "python")}) {
+      if (Env::Default()->FileExists(JoinPath(py, "grist/__init__.py"))) {
+        ::setenv("GRIST_PYTHON_PATH", py.c_str(), 0);
+        break;
+      }
+    }
+  }
+  auto run = RunPythonPeer("bench_ckpt_peers.py", "torch,safetensors",
+                           {"--world", std::to_string(f.python_world), "--mib", std::to_string(mib),
+                            "--dir", dir, "--repetitions", std::to_string(f.options.repetitions),
+                            "--warmup", std::to_string(f.options.warmup), "--json"});
+  (void)Env::Default()->RemoveAll(dir);
+  if (!run.ok()) return run.status();
+  const std::string& j = run->json;
+  const std::string where = absl::StrCat(f.python_world, " CPU ranks, gloo");
+  report->SetParam("python peers", absl::StrCat(run->python, ", ", where, ", ", mib,
+                                                " MiB of bf16 DTensors Shard(0)"));
+  auto series = [&](const std::string& method, const std::string& what) {
+    // "methods": {"<method>": {"blocked": [...], "durable": [...]}}
+    const size_t at = j.find(absl::StrCat("\"", method, "\": {"));
+    if (at == std::string::npos) return std::vector<double>{};
+    return PeerJsonNumbers(j.substr(at + method.size() + 4), what);
+  };
+  const auto g_blocked = series("grist.ckpt.save", "blocked");
+  const auto g_durable = series("grist.ckpt.save", "durable");
+  if (g_durable.empty()) return absl::InternalError("bench_ckpt_peers.py printed no grist.ckpt.save figures");
+  struct Peer {
+    std::string method, label;
+  };
+  const Peer peers[] = {{"dcp.save(FileSystemWriter)", "dcp.save (FileSystemWriter)"},
+                        {"dcp.async_save(FileSystemWriter)", "dcp.async_save (FileSystemWriter)"},
+                        {"torch.save+fsync", "torch.save + fsync"},
+                        {"safetensors save_file+fsync", "safetensors save_file + fsync"},
+                        {"dcp.save(grist StorageWriter)", "dcp.save (grist StorageWriter)"}};
+  for (const Peer& p : peers) {
+    const auto durable = series(p.method, "durable");
+    const auto blocked = series(p.method, "blocked");
+    if (durable.empty()) continue;
+    Figure d{absl::StrCat("python (", where, "): time to durable, grist.ckpt.save vs ", p.label), "s",
+             Stats::Of(g_durable), p.label, Stats::Of(durable)};
+    d.higher_is_better = false;
+    figs->push_back(d);
+    figs->push_back(RatioFigure(absl::StrCat("ratio: ", p.label, " durable / grist.ckpt.save durable"),
+                                Ratios(durable, g_durable), "-"));
+    if (p.method == "dcp.async_save(FileSystemWriter)") {
+      Figure b{absl::StrCat("python (", where, "): caller blocked, grist.ckpt.save vs ", p.label), "s",
+               Stats::Of(g_blocked), p.label, Stats::Of(blocked)};
+      b.higher_is_better = false;
+      figs->push_back(b);
+      figs->push_back(RatioFigure(absl::StrCat("ratio: ", p.label, " blocked / grist.ckpt.save blocked"),
+                                  Ratios(blocked, g_blocked), "-"));
+    }
+  }
+  const auto same = series("grist.ckpt.load same placements", "durable");
+  const auto resh = series("grist.ckpt.load resharded (Shard(1))", "durable");
+  if (!same.empty() && !resh.empty()) {
+    std::vector<double> same_gbps, resh_gbps;
+    for (double s : same) same_gbps.push_back(static_cast<double>(mib << 20) / s / 1e9);
+    for (double s : resh) resh_gbps.push_back(static_cast<double>(mib << 20) / s / 1e9);
+    Figure l{absl::StrCat("python (", where, "): resharding load (Shard(0) -> Shard(1)) vs same-topology load"),
+             "GB/s", Stats::Of(resh_gbps), "grist.ckpt.load, same placements", Stats::Of(same_gbps)};
+    l.target = ">= 0.8 x same-topology";
+    figs->push_back(l);
+    figs->push_back(RatioFigure("ratio: resharding load / same-topology load", Ratios(resh_gbps, same_gbps),
+                                ">= 0.8"));
+  }
+  return absl::OkStatus();
 }
 
 // fio's bandwidth (GB/s) for the same bytes, queue depth and block size with O_DIRECT + io_uring.
@@ -511,7 +627,9 @@ absl::Status Run(CkptFlags f) {
     report.SetParam("copy threads", absl::StrCat(copy_threads, " (writer and memcpy peer)"));
     report.SetParam("buffered peer", absl::StrCat("write() of ", Human(BufferedChunk(block)),
                                                   " then fsync"));
-    std::vector<double> gbps, blocked, dev_wa, proc_wa, ip_gbps, ip_blocked, buf_gbps, fio_gbps, mc_s;
+    std::vector<double> gbps, blocked, dev_wa, proc_wa, ip_gbps, ip_blocked, buf_gbps, fio_gbps, mc_s,
+        uring_gbps;
+    std::string uring_note = f.no_peers ? "--no-peers" : "";
     std::vector<std::string> notes;
     std::string fio_note = f.no_peers ? "--no-peers" : HaveProgram("fio") ? "" : "fio not installed";
     std::string buf_note = f.no_peers ? "--no-peers" : "";
@@ -559,6 +677,11 @@ absl::Status Run(CkptFlags f) {
         if (!b.ok()) buf_note = std::string(b.status().message());
         else if (keep) buf_gbps.push_back(*b);
       }
+      if (uring_note.empty()) {
+        auto u = PlainUringPeer(f, st, qd, block, direct);
+        if (!u.ok()) uring_note = std::string(u.status().message());
+        else if (keep) uring_gbps.push_back(*u);
+      }
       if (fio_note.empty()) {
         auto x = FioPeer(f, size, qd, block, direct);
         if (!x.ok()) fio_note = std::string(x.status().message());
@@ -573,11 +696,24 @@ absl::Status Run(CkptFlags f) {
       else if (!peer.empty()) fig.peer = Stats::Of(peer);
       figs.push_back(std::move(fig));
     };
+    Figure plain{"checkpoint write vs plain io_uring writer (ceiling)", "GB/s", Stats::Of(gbps),
+                 absl::StrCat("io_uring ", direct ? "O_DIRECT" : "buffered", ", qd ", qd, ", ",
+                              Human(block), " blocks, fsync")};
+    plain.target = ">= 0.9 x plain io_uring";
+    plain.peer_is_ceiling = true;
+    with_peer(plain, uring_gbps, uring_note);
+    if (uring_note.empty()) {
+      figs.push_back(RatioFigure("ratio: checkpoint write / plain io_uring writer", Ratios(gbps, uring_gbps),
+                                 ">= 0.9"));
+    }
     Figure write{"checkpoint write vs fio (ceiling)", "GB/s", Stats::Of(gbps),
                  direct ? "fio O_DIRECT io_uring, same qd/block" : "fio buffered io_uring, same qd/block"};
     write.target = ">= 0.9 x fio";
     write.peer_is_ceiling = true;
     with_peer(write, fio_gbps, fio_note);
+    if (fio_note.empty()) {
+      figs.push_back(RatioFigure("ratio: checkpoint write / fio", Ratios(gbps, fio_gbps), ">= 0.9"));
+    }
     Figure buffered{"checkpoint write vs buffered write()+fsync", "GB/s", Stats::Of(gbps),
                     absl::StrCat("write() loop of ", Human(BufferedChunk(block)), " + fsync")};
     buffered.target = ">= 2 x buffered";
@@ -617,11 +753,19 @@ absl::Status Run(CkptFlags f) {
       blk.target = "<= 1.2 x memcpy";
       blk.peer_is_ceiling = true;
       with_peer(blk, mc_s, "");
+      figs.push_back(RatioFigure("ratio: caller blocked / memcpy", Ratios(blocked, mc_s), "<= 1.2",
+                                 /*higher_is_better=*/false));
       if (full) {
         Figure ipb{"caller blocked (--async, in place: no snapshot)", "s", Stats::Of(ip_blocked),
                    absl::StrCat("memcpy of the same bytes, ", copy_threads, " threads")};
         ipb.higher_is_better = false;
         with_peer(ipb, mc_s, "");
+      }
+    }
+    if (full && !f.no_peers && !f.no_python_peers) {
+      if (absl::Status p = PythonPeers(f, size, &report, &figs); !p.ok()) {
+        report.AddNote(absl::StrCat("Python peers (bench/python/bench_ckpt_peers.py) not measured: ",
+                                    p.message()));
       }
     }
     return figs;
@@ -669,7 +813,11 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--files", f->files, "Rank files per checkpoint")->capture_default_str();
   app->add_option("--tensors", f->tensors, "Tensors per file")->capture_default_str();
   app->add_flag("--async", f->async, "Return after the snapshot; report the time the caller is blocked");
-  app->add_flag("--no-peers", f->no_peers, "Skip fio, buffered and torch.save peers");
+  app->add_flag("--no-peers", f->no_peers, "Skip every peer (fio, plain io_uring, buffered, torch.save, Python)");
+  app->add_flag("--no-python-peers", f->no_python_peers,
+                "Skip the multi-process Python peers (DCP, torch.save, safetensors, resharding load)");
+  app->add_option("--python-world", f->python_world, "Ranks of the Python peers' run (CPU, gloo)")
+      ->capture_default_str();
   app->add_option("--copy-threads", f->copy_threads,
                   "Snapshot copy threads (0: the writer's default, min(8, CPUs)); the memcpy peer uses as many");
   app->add_option("--overlap", f->overlap,

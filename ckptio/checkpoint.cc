@@ -9,6 +9,7 @@
 
 #include <simdjson.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ckptio/checkpoint_format.h"
@@ -420,7 +421,46 @@ absl::StatusOr<ManifestFile> ParseFileRecord(std::string_view json) {
   return FileRecordFrom(root, "file record");
 }
 
+namespace {
+
+constexpr char kDeletingPrefix[] = ".deleting.";
+
+bool GoneOrOk(const absl::Status& s) { return s.ok() || absl::IsNotFound(s); }
+
+// Deletes a hidden retention victim file by file (a concurrent sweep may be deleting it too, so
+// what is already gone is no error).
+absl::Status RemoveHidden(Env* env, const std::string& hidden, bool crash_points) {
+  auto names = env->ListDir(hidden);
+  if (!names.ok()) return GoneOrOk(names.status()) ? absl::OkStatus() : names.status();
+  bool first = true;
+  for (const std::string& n : *names) {
+    const std::string path = JoinPath(hidden, n);
+    absl::Status s = env->IsDirectory(path) ? env->RemoveAll(path) : env->RemoveFile(path);
+    if (!GoneOrOk(s)) return s;
+    if (first && crash_points) RETURN_IF_ERROR(crash::Point(internal::kCrashRetentionDuringRemove));
+    first = false;
+  }
+  absl::Status s = env->RemoveAll(hidden);
+  return GoneOrOk(s) ? absl::OkStatus() : s;
+}
+
+}  // namespace
+
+absl::Status SweepRetentionLeftovers(Env* env, const std::string& root) {
+  if (!env->IsDirectory(root)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(root));
+  bool removed = false;
+  for (const std::string& n : names) {
+    if (!absl::StartsWith(n, kDeletingPrefix)) continue;
+    RETURN_IF_ERROR(RemoveHidden(env, JoinPath(root, n), /*crash_points=*/false));
+    removed = true;
+  }
+  return removed ? env->SyncDir(root) : absl::OkStatus();
+}
+
 absl::Status PrepareCheckpointDir(Env* env, const std::string& dir) {
+  // The writer's open: what a retention pass killed midway left beside this folder goes first.
+  RETURN_IF_ERROR(SweepRetentionLeftovers(env, DirName(dir)));
   if (env->FileExists(JoinPath(dir, kManifestName))) {
     return absl::AlreadyExistsError(absl::StrCat(dir, " is already a published checkpoint"));
   }
@@ -476,6 +516,7 @@ absl::StatusOr<std::vector<PublishedCheckpoint>> ListCheckpoints(Env* env, const
   if (!env->IsDirectory(root)) return out;
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(root));
   for (const std::string& n : names) {
+    if (n.empty() || n[0] == '.') continue;  // hidden: a retention victim being deleted
     std::string dir = JoinPath(root, n);
     if (!env->FileExists(JoinPath(dir, kManifestName))) continue;
     auto m = ReadManifest(env, dir);
@@ -489,6 +530,8 @@ absl::StatusOr<std::vector<PublishedCheckpoint>> ListCheckpoints(Env* env, const
 }
 
 absl::StatusOr<std::string> LatestCheckpoint(Env* env, const std::string& root, bool verify) {
+  // Best effort: a read-only root, or a writer sweeping at the same time, is no reason to fail.
+  (void)SweepRetentionLeftovers(env, root);
   ASSIGN_OR_RETURN(auto all, ListCheckpoints(env, root));
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (!verify) return it->path;
@@ -502,14 +545,24 @@ absl::StatusOr<std::string> LatestCheckpoint(Env* env, const std::string& root, 
 
 absl::Status ApplyRetention(Env* env, const std::string& root, int keep_last) {
   if (keep_last <= 0) return absl::OkStatus();
+  RETURN_IF_ERROR(SweepRetentionLeftovers(env, root));
   ASSIGN_OR_RETURN(auto all, ListCheckpoints(env, root));
   if (all.size() <= static_cast<size_t>(keep_last)) return absl::OkStatus();
+  // Unpublish every victim at once, atomically each: renamed to a hidden name (which no reader
+  // lists), then one fsync of the parent makes the renames durable. Only then are the files
+  // deleted; a kill anywhere after leaves hidden folders that the next writer open, retention
+  // pass or latest() sweeps away.
+  std::vector<std::string> hidden;
   for (size_t i = 0; i + keep_last < all.size(); ++i) {
-    RETURN_IF_ERROR(env->RemoveFile(JoinPath(all[i].path, kManifestName)));
-    RETURN_IF_ERROR(env->SyncDir(all[i].path));
-    RETURN_IF_ERROR(crash::Point(internal::kCrashRetentionAfterUnpublish));
-    RETURN_IF_ERROR(env->RemoveAll(all[i].path));
+    hidden.push_back(JoinPath(root, absl::StrCat(kDeletingPrefix, BaseName(all[i].path))));
+    RETURN_IF_ERROR(env->RenameFile(all[i].path, hidden.back()));
   }
+  RETURN_IF_ERROR(env->SyncDir(root));
+  RETURN_IF_ERROR(crash::Point(internal::kCrashRetentionAfterHide));
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    RETURN_IF_ERROR(RemoveHidden(env, hidden[i], /*crash_points=*/i == 0));
+  }
+  RETURN_IF_ERROR(crash::Point(internal::kCrashRetentionBeforeFsync));
   return env->SyncDir(root);
 }
 

@@ -117,9 +117,14 @@ absl::StatusOr<std::vector<PublishedCheckpoint>> ListCheckpoints(Env* env, const
 // The newest published checkpoint under `root`; NotFound when there is none. With `verify`, each
 // candidate is fully read and checksummed, newest first, and the first that verifies is returned.
 absl::StatusOr<std::string> LatestCheckpoint(Env* env, const std::string& root, bool verify);
-// Keeps the newest `keep_last` published checkpoints under `root` (0: keep all). A removed
-// checkpoint is unpublished first (manifest removed, folder synced), then deleted.
+// Keeps the newest `keep_last` published checkpoints under `root` (0: keep all). Crash-safe: the
+// removed checkpoints are first renamed to hidden names (`.deleting.<name>`, never listed) and
+// `root` fsynced, then deleted, then `root` fsynced again; leftovers of a pass that was killed
+// are swept first.
 absl::Status ApplyRetention(Env* env, const std::string& root, int keep_last);
+// Deletes the `.deleting.*` folders a killed retention pass left under `root` (and fsyncs it).
+// Also run by PrepareCheckpointDir (on the new folder's parent) and LatestCheckpoint (best effort).
+absl::Status SweepRetentionLeftovers(Env* env, const std::string& root);
 
 // Trailing decimal digits of the folder name ("step-000120" -> 120); -1 when none.
 int64_t StepFromName(const std::string& dir);

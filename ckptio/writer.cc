@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -111,6 +113,11 @@ uint64_t HashDataRange(const std::vector<DataSource>& sources, const char* arena
   return h.Digest();
 }
 
+int LocalRanks() {
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v != nullptr && std::atoi(v) > 0) return std::atoi(v);
+  return 1;
+}
+
 }  // namespace
 
 bool CudaAvailable() {
@@ -131,9 +138,48 @@ int DefaultCopyThreads() {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
                                                           : static_cast<int>(std::thread::hardware_concurrency());
-  int local_ranks = 1;
-  if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v != nullptr && std::atoi(v) > 0) local_ranks = std::atoi(v);
-  return std::clamp(cpus / local_ranks, 1, 16);
+  return std::clamp(cpus / LocalRanks(), 1, 16);
+}
+
+namespace {
+
+// "123", "512M", "4G", "1.5T" (binary multiples); nullopt when malformed.
+std::optional<uint64_t> ParseByteCount(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  double mult = 1;
+  switch (s.back()) {
+    case 'K': case 'k': mult = 0x1p10; break;
+    case 'M': case 'm': mult = 0x1p20; break;
+    case 'G': case 'g': mult = 0x1p30; break;
+    case 'T': case 't': mult = 0x1p40; break;
+    default: break;
+  }
+  if (mult != 1) s.remove_suffix(1);
+  if (s.empty() || s.size() > 30) return std::nullopt;
+  std::string digits(s);
+  char* end = nullptr;
+  const double v = std::strtod(digits.c_str(), &end);
+  if (end != digits.c_str() + digits.size() || !(v >= 0) || v * mult > 0x1p63) return std::nullopt;
+  return static_cast<uint64_t>(v * mult);
+}
+
+}  // namespace
+
+uint64_t DefaultPrepareLimit() {
+  if (const char* v = std::getenv("GRIST_CKPT_PREPARE_MAX"); v != nullptr) {
+    if (auto n = ParseByteCount(v); n.has_value()) return *n;
+    std::fprintf(stderr, "grist: ignoring GRIST_CKPT_PREPARE_MAX=%s (use bytes, e.g. 8G)\n", v);
+  }
+  return TotalMemoryBytes() / 2 / static_cast<uint64_t>(LocalRanks());
+}
+
+uint64_t StagingBytesFor(const StagingEstimate& e, uint64_t checksum_block) {
+  // The header's JSON: a fixed part (format, version, hashes), per tensor its entry (the name,
+  // dtype, a shape and two offsets of at most 20 digits each), per checksum block 19 characters,
+  // and the text (names and metadata values), counted twice for JSON escaping.
+  const uint64_t blocks = checksum_block == 0 ? 0 : e.data_bytes / checksum_block + 1;
+  const uint64_t header = 8 + 4096 + e.tensors * 384 + blocks * 20 + 2 * e.text_bytes;
+  return RoundUp(RoundUp(header, kDataAlign) + e.data_bytes, kDataAlign);
 }
 
 namespace {
@@ -232,6 +278,8 @@ class FileWriterImpl : public FileWriter {
                (options_.overlap == Overlap::kAuto && std::thread::hardware_concurrency() >= 8);
     pool_ = std::make_unique<internal::CopyPool>(
         options_.copy_threads > 0 ? options_.copy_threads : DefaultCopyThreads());
+    prepare_limit_ = options_.prepare_limit >= 0 ? static_cast<uint64_t>(options_.prepare_limit)
+                                                 : DefaultPrepareLimit();
     thread_ = std::thread([this] { IoThread(); });
   }
   ~FileWriterImpl() override {
@@ -261,8 +309,11 @@ class FileWriterImpl : public FileWriter {
   absl::StatusOr<std::unique_ptr<PendingFile>> SaveInPlace(const std::string& path,
                                                             const std::vector<HostTensor>& tensors,
                                                             Metadata metadata) override;
+  absl::StatusOr<uint64_t> PrepareStaging(const StagingEstimate& estimate) override;
+  void WaitStaging() override;
+  uint64_t prepare_limit() const override { return prepare_limit_; }
   int copy_threads() const override { return pool_->threads(); }
-  uint64_t arena_bytes() const override { return arena_size_; }
+  uint64_t arena_bytes() const override { return arena_bytes_.load(); }
   const WriterOptions& options() const override { return options_; }
 
  private:
@@ -278,7 +329,12 @@ class FileWriterImpl : public FileWriter {
   absl::Status RunEnv(Job* job);
   void SetupRing();
   void RegisterArena();
+  // The arena size to allocate for an image of `bytes`: 2 MiB multiples, plus headroom (a later
+  // file a little larger, e.g. by its header, still fits) as far as the prepare limit allows.
+  uint64_t ArenaSizeFor(uint64_t bytes) const;
   absl::Status EnsureArena(uint64_t bytes);
+  // The I/O thread's side of PrepareStaging: allocate, pre-fault, pin, register.
+  void PrepareArena(uint64_t bytes, int cuda_device);
   void FreeArena();
   // Waits until the data region has `want` ready bytes (or the job is aborted); returns the ready
   // count. With `block` false returns at once.
@@ -293,12 +349,22 @@ class FileWriterImpl : public FileWriter {
   std::deque<std::unique_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<FileState> current_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // PrepareStaging(): arena bytes requested (0: none) and the CUDA device to pin on; `preparing_`
+  // while a request is queued or running. Begin() waits until it is false.
+  uint64_t prepare_request_ ABSL_GUARDED_BY(mu_) = 0;
+  int prepare_device_ ABSL_GUARDED_BY(mu_) = -1;
+  bool preparing_ ABSL_GUARDED_BY(mu_) = false;
+  std::condition_variable prepared_cv_;  // preparing_ became false
+  uint64_t prepare_limit_ = 0;
   std::unique_ptr<internal::CopyPool> pool_;
   std::thread thread_;
 
-  // Arena: touched by Begin() only while no job runs, by the I/O thread only inside a job.
+  // Arena: touched by Begin() only while no job or preparation runs, by the I/O thread only inside
+  // a job or a preparation.
   char* arena_ = nullptr;
   uint64_t arena_size_ = 0;
+  std::atomic<uint64_t> arena_bytes_{0};  // arena_size_, for arena_bytes() from any thread
+  std::atomic<bool> arena_populated_{false};  // every page faulted in (PrepareArena)
   uint64_t arena_generation_ = 0;
   bool cuda_pinned_ = false;
 
@@ -313,15 +379,24 @@ class FileWriterImpl : public FileWriter {
   int writes_completed_ = 0;
 };
 
+uint64_t FileWriterImpl::ArenaSizeFor(uint64_t bytes) const {
+  constexpr uint64_t kHuge = 2ull << 20;
+  const uint64_t need = RoundUp(std::max<uint64_t>(bytes, 4096), kHuge);
+  const uint64_t with_headroom = RoundUp(need + std::max<uint64_t>(4ull << 20, need / 32), kHuge);
+  return std::max(need, std::min(with_headroom, RoundDown(prepare_limit_, kHuge)));
+}
+
 absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
-  bytes = RoundUp(std::max<uint64_t>(bytes, 4096), 2ull << 20);
-  if (bytes <= arena_size_) return absl::OkStatus();
+  if (RoundUp(std::max<uint64_t>(bytes, 4096), 2ull << 20) <= arena_size_) return absl::OkStatus();
+  bytes = ArenaSizeFor(bytes);
   FreeArena();
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return ErrnoError(errno, absl::StrCat("allocating a ", bytes, "-byte staging arena"));
   (void)::madvise(p, bytes, MADV_HUGEPAGE);
   arena_ = static_cast<char*>(p);
   arena_size_ = bytes;
+  arena_bytes_.store(bytes);
+  arena_populated_.store(false);
   ++arena_generation_;
 #if GRIST_CKPTIO_CUDA
   if (options_.pin_for_cuda && CudaAvailable()) {
@@ -340,6 +415,66 @@ void FileWriterImpl::FreeArena() {
   ::munmap(arena_, arena_size_);
   arena_ = nullptr;
   arena_size_ = 0;
+  arena_bytes_.store(0);
+  arena_populated_.store(false);
+}
+
+absl::StatusOr<uint64_t> FileWriterImpl::PrepareStaging(const StagingEstimate& estimate) {
+  const uint64_t image = StagingBytesFor(estimate, options_.checksum_block);
+  const uint64_t need = RoundUp(std::max<uint64_t>(image, 4096), 2ull << 20);
+  if (need > prepare_limit_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "preparing ", need, " bytes of checkpoint staging memory exceeds the prepare limit of ",
+        prepare_limit_, " bytes (WriterOptions::prepare_limit, GRIST_CKPT_PREPARE_MAX)"));
+  }
+  int device = -1;
+#if GRIST_CKPTIO_CUDA
+  if (options_.pin_for_cuda && CudaAvailable() && cudaGetDevice(&device) != cudaSuccess) device = -1;
+#endif
+  std::unique_lock<std::mutex> l(mu_);
+  // Begin() does not look at the arena while preparing_; the I/O thread serves the request once
+  // the file in flight (if any) is done.
+  prepared_cv_.wait(l, [this] { return !preparing_; });
+  if ((current_ == nullptr || current_->done_flag.load()) && need <= arena_bytes_.load() &&
+      arena_populated_.load()) {
+    return arena_bytes_.load();
+  }
+  prepare_request_ = image;
+  prepare_device_ = device;
+  preparing_ = true;
+  l.unlock();
+  cv_.notify_all();
+  return std::max(ArenaSizeFor(image), arena_bytes_.load());
+}
+
+void FileWriterImpl::WaitStaging() {
+  std::unique_lock<std::mutex> l(mu_);
+  prepared_cv_.wait(l, [this] { return !preparing_; });
+}
+
+void FileWriterImpl::PrepareArena(uint64_t bytes, int cuda_device) {
+#if GRIST_CKPTIO_CUDA
+  // Pin on the caller's device (the I/O thread's current device would be device 0).
+  if (cuda_device >= 0) (void)cudaSetDevice(cuda_device);
+#else
+  (void)cuda_device;
+#endif
+  if (!EnsureArena(bytes).ok()) return;  // the next Begin() tries again and reports the error
+  if (!arena_populated_.load()) {
+    // Fault every page in now (MADV_POPULATE_WRITE, Linux 5.14; else one write per page), so the
+    // caller's copy finds it resident.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    if (::madvise(arena_, arena_size_, MADV_POPULATE_WRITE) != 0) {
+      const long page = ::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096;
+      for (uint64_t off = 0; off < arena_size_; off += static_cast<uint64_t>(page)) {
+        reinterpret_cast<volatile char*>(arena_)[off] = 0;
+      }
+    }
+    arena_populated_.store(true);
+  }
+  RegisterArena();
 }
 
 absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
@@ -366,6 +501,10 @@ absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& 
   if (previous) {  // the arena holds one file at a time
     std::unique_lock<std::mutex> l(previous->mu);
     previous->cv.wait(l, [&] { return previous->done; });
+  }
+  {  // a background preparation owns the arena until it is finished
+    std::unique_lock<std::mutex> l(mu_);
+    prepared_cv_.wait(l, [this] { return !preparing_; });
   }
   auto job = std::make_unique<Job>();
   job->state = std::make_shared<FileState>();
@@ -470,8 +609,26 @@ void FileWriterImpl::IoThread() {
     std::unique_ptr<Job> job;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) break;
+      cv_.wait(l, [this] { return stop_ || !queue_.empty() || prepare_request_ > 0; });
+      if (queue_.empty() && prepare_request_ > 0 && !stop_) {  // between files: the next arena
+        const uint64_t bytes = prepare_request_;
+        const int device = prepare_device_;
+        l.unlock();
+        PrepareArena(bytes, device);
+        l.lock();
+        prepare_request_ = 0;
+        preparing_ = false;
+        l.unlock();
+        prepared_cv_.notify_all();
+        continue;
+      }
+      if (queue_.empty()) {
+        prepare_request_ = 0;
+        preparing_ = false;
+        l.unlock();
+        prepared_cv_.notify_all();
+        break;
+      }
       job = std::move(queue_.front());
       queue_.pop_front();
     }

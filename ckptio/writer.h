@@ -31,6 +31,10 @@
 // one of them) over consecutive chunks; the ready mark follows the contiguous copied prefix, so
 // with overlap the first chunks are written while later ones are still being copied.
 //
+// Staging: the arena (the file's image) is kept for the writer's later files. PrepareStaging()
+// allocates, faults in, pins and registers it on the I/O thread ahead of the first file, bounded by
+// WriterOptions::prepare_limit, so that the first Save() blocks for its copy only.
+//
 // Durability: when Wait() returns OK the file's data and size are on stable storage (fsync). The
 // file's directory entry is made durable by PublishCheckpoint (manifest.h).
 //
@@ -86,9 +90,30 @@ struct WriterOptions {
   // SaveInPlace: a tensor is written from the caller's memory only when its aligned interior is at
   // least this long (shorter ones are cheaper to copy than to write separately).
   uint64_t in_place_min_bytes = 256ull << 10;
+  // Staging memory the writer holds ahead of a save (PrepareStaging(), and the headroom it adds
+  // when the arena grows) is bounded by this many bytes; a save's own image is always allocated.
+  // -1: DefaultPrepareLimit(); 0: nothing is prepared ahead and no headroom is kept.
+  int64_t prepare_limit = -1;
   Env* env = nullptr;                   // nullptr: Env::Default() (the io_uring path)
   UringFaults faults;
 };
+
+// The bound on staging memory prepared ahead when WriterOptions::prepare_limit is -1:
+// GRIST_CKPT_PREPARE_MAX when set (bytes, with an optional K/M/G/T suffix; 0 turns preparation
+// off), else half the physical memory divided by the ranks on this node (LOCAL_WORLD_SIZE).
+uint64_t DefaultPrepareLimit();
+
+// What a coming file will hold, for FileWriter::PrepareStaging: its data bytes, and when known
+// its tensor count and the text its header will carry (names, metadata values), from which a
+// conservative bound of the header is computed.
+struct StagingEstimate {
+  uint64_t data_bytes = 0;
+  uint64_t tensors = 0;
+  uint64_t text_bytes = 0;
+};
+
+// The arena bytes a file described by `e` needs at most (header bound + data, 4096-aligned).
+uint64_t StagingBytesFor(const StagingEstimate& e, uint64_t checksum_block = 1ull << 20);
 
 // The CPUs this process may run on (sched_getaffinity: a Slurm or cgroup CPU set narrows it)
 // divided by the ranks on this node (LOCAL_WORLD_SIZE, set by torchrun; 1 when unset), clamped to
@@ -171,6 +196,18 @@ class FileWriter {
   // can modify the tensors meanwhile, so no snapshot is taken).
   absl::StatusOr<FileResult> Write(const std::string& path, const std::vector<HostTensor>& tensors,
                                    Metadata metadata);
+  // Prepares the staging arena for a coming file in the background, on the writer's I/O thread:
+  // allocated, pre-faulted, pinned for CUDA when a GPU is present (on the caller's current
+  // device), registered with io_uring, so that the next Save()/Begin() that fits touches no fresh
+  // memory on the caller's time. Returns the arena bytes the writer will hold (the current size
+  // when it already fits). ResourceExhausted, with nothing prepared, when the file needs more than
+  // the prepare limit (WriterOptions::prepare_limit). A Begin() that comes while the preparation
+  // still runs waits for it.
+  virtual absl::StatusOr<uint64_t> PrepareStaging(const StagingEstimate& estimate) = 0;
+  // Blocks until no preparation is queued or running.
+  virtual void WaitStaging() = 0;
+  // The prepare limit in bytes (options().prepare_limit resolved).
+  virtual uint64_t prepare_limit() const = 0;
   // The copy pool's thread count (options().copy_threads resolved).
   virtual int copy_threads() const = 0;
   // Arena bytes currently held (the largest file image so far).

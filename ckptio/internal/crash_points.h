@@ -18,12 +18,18 @@ inline constexpr std::string_view kCrashBeforeManifestRename = "ckptio.publish.b
 inline constexpr std::string_view kCrashAfterManifestRename = "ckptio.publish.after_rename";
 // The folder fsynced, its parent not yet.
 inline constexpr std::string_view kCrashBeforeParentFsync = "ckptio.publish.before_parent_fsync";
-// Retention: an old checkpoint's manifest removed and its folder synced, its files not deleted.
-inline constexpr std::string_view kCrashRetentionAfterUnpublish = "ckptio.retention.after_unpublish";
+// Retention: an old checkpoint renamed to its hidden ".deleting." name and the parent fsynced
+// (unpublished: no reader lists it), nothing deleted yet.
+inline constexpr std::string_view kCrashRetentionAfterHide = "ckptio.retention.after_hide";
+// Retention: the hidden folder's first file deleted, the rest not.
+inline constexpr std::string_view kCrashRetentionDuringRemove = "ckptio.retention.during_remove";
+// Retention: every old checkpoint deleted, the parent not yet fsynced.
+inline constexpr std::string_view kCrashRetentionBeforeFsync = "ckptio.retention.before_fsync";
 
 inline constexpr std::string_view kCrashPoints[] = {
-    kCrashAfterDataWrites,     kCrashAfterFileFsync,      kCrashBeforeManifestRename,
-    kCrashAfterManifestRename, kCrashBeforeParentFsync,   kCrashRetentionAfterUnpublish,
+    kCrashAfterDataWrites,       kCrashAfterFileFsync,     kCrashBeforeManifestRename,
+    kCrashAfterManifestRename,   kCrashBeforeParentFsync,  kCrashRetentionAfterHide,
+    kCrashRetentionDuringRemove, kCrashRetentionBeforeFsync,
 };
 
 }  // namespace grist::ckptio::internal

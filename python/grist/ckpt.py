@@ -43,7 +43,7 @@ from grist import _capi
 from grist._capi import CkptWriterOptions, Status
 from grist._native import GristError, check, lib
 
-__all__ = ["save", "load", "latest", "list_checkpoints", "verify", "read_manifest", "export",
+__all__ = ["save", "prepare", "load", "latest", "list_checkpoints", "verify", "read_manifest", "export",
            "SaveHandle", "StorageWriter", "StorageReader", "GristError"]
 
 
@@ -395,6 +395,61 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     if blocking:
         h.wait()
     return h
+
+
+# Background staging preparation (declared here, beside their one user).
+lib.grist_ckpt_writer_prepare.argtypes = [_P, _c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int,
+                                          _c.POINTER(_c.c_uint64)]
+lib.grist_ckpt_writer_staging.argtypes = [_P, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64)]
+
+
+def prepare(state_or_nbytes, *, wait=False, rank=None, world_size=None, direct=True,
+            queue_depth=16, block_size=4 << 20, overlap=None, copy_threads=None):
+    """Prepares the staging memory of a coming save() in the background, so that the first save
+    of the process blocks only for its copy: the memory is allocated, faulted in, pinned for CUDA
+    when a GPU is present (on the current device) and registered with io_uring by the writer's
+    I/O thread, while training goes on. Call it as soon as the state exists (after building the
+    model and optimizer), with the state dict save() will get (this rank's shards are counted, as
+    save() would write them) or its byte count, and the same I/O settings as save(). A save() that
+    comes while the preparation still runs waits for it. Later saves reuse the memory (with some
+    headroom for growth), so one call is enough.
+
+    Bounded: at most GRIST_CKPT_PREPARE_MAX bytes (K/M/G/T suffixes; default half the physical
+    memory divided by LOCAL_WORLD_SIZE; 0 turns preparation off) are prepared ahead; a larger state
+    is not prepared (returns 0, and save() allocates its memory on the caller's time as without
+    prepare()). Returns the staging bytes the writer holds (or will hold once prepared); with
+    wait=True, returns once the memory is ready."""
+    if isinstance(state_or_nbytes, int) and not isinstance(state_or_nbytes, bool):
+        nbytes, ntensors, text = int(state_or_nbytes), 0, 0
+    else:
+        dist = _dist()
+        if rank is None:
+            rank = dist.get_rank() if dist else 0
+        if world_size is None:
+            world_size = dist.get_world_size() if dist else 1
+        leaves = []
+        structure = _shard.flatten(state_or_nbytes, "", leaves, rank, world_size)
+        mine = [lf for lf in leaves if lf.owner and (lf.local.numel() > 0 or lf.dtensor is None)]
+        nbytes = sum(lf.local.numel() * lf.local.element_size() for lf in mine)
+        ntensors = len(mine)
+        text = sum(len(lf.name.encode()) for lf in mine) + len(
+            json.dumps(structure, separators=(",", ":")).encode()) + 64
+    w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
+    out = _c.c_uint64()
+    rc = lib.grist_ckpt_writer_prepare(w.ptr, nbytes, ntensors, text, int(bool(wait)),
+                                       _c.byref(out))
+    if rc == -8:  # RESOURCE_EXHAUSTED: above the prepare limit, nothing prepared
+        return 0
+    check(rc)
+    return int(out.value)
+
+
+def _staging(direct=True, queue_depth=16, block_size=4 << 20, overlap=None, copy_threads=None):
+    """(arena bytes held, prepare limit) of the writer save() uses with these settings."""
+    w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
+    held, limit = _c.c_uint64(), _c.c_uint64()
+    check(lib.grist_ckpt_writer_staging(w.ptr, _c.byref(held), _c.byref(limit)))
+    return int(held.value), int(limit.value)
 
 
 def names_of(tensors):

@@ -50,10 +50,12 @@ TEST(BenchCliTest, CkptQuickRecordsUniqueFigureNames) {
     names.push_back(json->substr(b, json->find('"', b) - b));
   }
   const std::vector<std::string> want = {
-      "checkpoint write vs fio (ceiling)", "checkpoint write vs buffered write()+fsync",
-      "checkpoint write vs torch.save", "checkpoint write in place (caller's memory) vs staged",
+      "checkpoint write vs plain io_uring writer (ceiling)", "checkpoint write vs fio (ceiling)",
+      "checkpoint write vs buffered write()+fsync", "checkpoint write vs torch.save",
+      "checkpoint write in place (caller's memory) vs staged",
       "write amplification (device sectors / logical)", "write amplification (/proc/self/io)",
-      "caller blocked (--async, snapshot)", "caller blocked (--async, in place: no snapshot)"};
+      "caller blocked (--async, snapshot)", "ratio: caller blocked / memcpy",
+      "caller blocked (--async, in place: no snapshot)"};
   EXPECT_EQ(names, want);
 }
 

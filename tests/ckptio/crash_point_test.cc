@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,11 +73,43 @@ std::map<std::string, std::string> Reference() {
   return PublishedBytes(tmp.path());
 }
 
+bool IsRetention(std::string_view point) {
+  return point == internal::kCrashRetentionAfterHide || point == internal::kCrashRetentionDuringRemove ||
+         point == internal::kCrashRetentionBeforeFsync;
+}
+
+// Names directly under `root`, sorted.
+std::vector<std::string> Entries(const std::string& root) {
+  auto names = Env::Default()->ListDir(root);
+  EXPECT_TRUE(names.ok()) << names.status();
+  std::vector<std::string> v = names.ok() ? *names : std::vector<std::string>{};
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The published checkpoints' folder names, oldest first.
+std::vector<std::string> Published(const std::string& root) {
+  auto all = ListCheckpoints(Env::Default(), root);
+  EXPECT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> v;
+  for (const PublishedCheckpoint& c : *all) v.push_back(BaseName(c.path));
+  return v;
+}
+
 // Whether the point comes once manifest.json is renamed into place (the new checkpoint is then
 // published, if not yet durable against power loss).
 bool AfterRename(std::string_view point) {
   return point == internal::kCrashAfterManifestRename || point == internal::kCrashBeforeParentFsync ||
-         point == internal::kCrashRetentionAfterUnpublish;
+         IsRetention(point);
+}
+
+// What is published after step 2 was stopped at `point` (step 1 published before): before the
+// manifest rename step-1 alone; after it, until retention ran, both; once retention hid step-1
+// (whatever of it is still on disk, under a hidden name), step-2 alone.
+std::vector<std::string> WantPublished(std::string_view point) {
+  if (!AfterRename(point)) return {"step-1"};
+  if (IsRetention(point)) return {"step-2"};
+  return {"step-1", "step-2"};
 }
 
 TEST(CkptCrashPoints, OneSaveWithRetentionReachesEveryPointInOrder) {
@@ -111,6 +144,16 @@ TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToT
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "the saver was not killed at the point: exit " << WEXITSTATUS(status);
 
+    // Exactly what was published (WantPublished), and what is on disk.
+    const std::vector<std::string> want_published = WantPublished(point);
+    EXPECT_EQ(Published(tmp.path()), want_published);
+    const std::vector<std::string> before = Entries(tmp.path());
+    const bool hidden_left = std::count(before.begin(), before.end(), ".deleting.step-1") == 1;
+    EXPECT_EQ(hidden_left, point != internal::kCrashRetentionBeforeFsync && IsRetention(point));
+    if (hidden_left) {  // killed mid-retention: step-1 is hidden, its manifest possibly still in it
+      EXPECT_EQ(before, (std::vector<std::string>{".deleting.step-1", "step-2"}));
+    }
+
     // latest() is the newest published checkpoint and it is whole: with and without verifying,
     // the same folder, holding exactly its step's state.
     const int64_t expect_step = AfterRename(point) ? 2 : 1;
@@ -120,6 +163,9 @@ TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToT
     auto verified = LatestCheckpoint(Env::Default(), tmp.path(), /*verify=*/true);
     ASSERT_TRUE(verified.ok()) << verified.status();
     EXPECT_EQ(*verified, *latest);
+    // latest() swept what the killed retention left; the published set is unchanged.
+    for (const std::string& n : Entries(tmp.path())) EXPECT_NE(n[0], '.') << "left over: " << n;
+    EXPECT_EQ(Published(tmp.path()), want_published);
     auto ck = LoadCheckpoint(*latest, {});
     ASSERT_TRUE(ck.ok()) << ck.status();
     EXPECT_EQ(ck->manifest.step, expect_step);
@@ -145,16 +191,9 @@ TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToT
       ASSERT_TRUE(got.count(name)) << name;
       EXPECT_TRUE(got.at(name) == bytes) << name << " differs from the uninterrupted run";
     }
-    // A kill during retention leaves the unpublished remains of the old checkpoint, which readers
-    // ignore (no manifest); nothing else is left over.
-    auto names = Env::Default()->ListDir(tmp.path());
-    ASSERT_TRUE(names.ok());
-    for (const std::string& n : *names) {
-      if (n == "step-3") continue;
-      EXPECT_EQ(point, internal::kCrashRetentionAfterUnpublish) << "left over: " << n;
-      EXPECT_EQ(n, "step-1");
-      EXPECT_FALSE(Env::Default()->FileExists(tmp.Join(n + "/manifest.json")));
-    }
+    // After the next saves nothing is left over, whatever point the kill hit: exactly step-3.
+    EXPECT_EQ(Entries(tmp.path()), (std::vector<std::string>{"step-3"}));
+    EXPECT_EQ(Published(tmp.path()), (std::vector<std::string>{"step-3"}));
   }
 }
 
@@ -180,9 +219,12 @@ TEST(CkptCrashPoints, AFailureAtEveryPointIsReportedAndTheWriterSavesNext) {
     auto latest = LatestCheckpoint(Env::Default(), tmp.path(), /*verify=*/true);
     ASSERT_TRUE(latest.ok()) << latest.status();
     EXPECT_EQ(*latest, tmp.Join(AfterRename(point) ? "step-2" : "step-1"));
-    // The same writer saves the next checkpoint.
+    EXPECT_EQ(Published(tmp.path()), WantPublished(point));
+    // The same writer saves the next checkpoint; nothing hidden is left.
     ASSERT_TRUE(SaveStep(w->get(), tmp.path(), 3).ok());
     EXPECT_EQ(*LatestCheckpoint(Env::Default(), tmp.path(), true), tmp.Join("step-3"));
+    EXPECT_EQ(Published(tmp.path()), (std::vector<std::string>{"step-3"}));
+    for (const std::string& n : Entries(tmp.path())) EXPECT_NE(n[0], '.') << "left over: " << n;
   }
 }
 

@@ -44,7 +44,17 @@ def components():
                 looped = set(loop.group(1).split()) if loop else set()
                 deps |= looped | set(re.findall(r"grist::(\w+)", text))
                 LOOPED.setdefault(d, set()).update(looped)
-            out[d] = (name, deps)
+            # A folder that also builds an executable (tools/: the `grist` binary beside grist::cli)
+            # owns, as the library, only the files its SRCS and HDRS name.
+            own = None
+            if "add_executable(" in text:
+                listed = re.search(r"SRCS(.*?)(?:\n\s*[A-Z]+\s|$)", body, re.S)
+                headers = re.search(r"HDRS(.*?)(?:\n\s*[A-Z]+\s|$)", body, re.S)
+                own = set()
+                for g in (listed, headers):
+                    if g:
+                        own |= {os.path.join(root, d, f) for f in g.group(1).split()}
+            out[d] = (name, deps, own)
     return out
 
 
@@ -89,9 +99,11 @@ def missing_folders():
 def main():
     comps = components()
     problems = []
-    for d, (name, deps) in comps.items():
+    for d, (name, deps, own) in comps.items():
         used = set()
         for f in files_under(d):
+            if own is not None and f not in own:
+                continue
             for inc in includes(f):
                 top = inc.split("/")[0]
                 if top == d or top not in comps:

@@ -571,9 +571,13 @@ GRIST_CAPI int grist_ckpt_export(const char* dir, const char* out_dir, const cha
 // FileWriter::PrepareStaging for a coming file of `data_bytes` in `tensors` tensors with
 // `text_bytes` of names and metadata; with `wait`, returns once the memory is ready. `out`: the
 // arena bytes the writer will hold. Fails (ResourceExhausted) above the writer's prepare limit.
-GRIST_CAPI int grist_ckpt_writer_prepare(void* writer, uint64_t data_bytes, uint64_t tensors,
-                                         uint64_t text_bytes, int wait, uint64_t* out) {
-  auto* w = static_cast<ck::FileWriter*>(writer);
+GRIST_CAPI int grist_ckpt_writer_prepare(grist_ckpt_writer* writer, uint64_t data_bytes,
+                                         uint64_t tensors, uint64_t text_bytes, int wait,
+                                         uint64_t* out) {
+  constexpr const char* kFn = "grist_ckpt_writer_prepare";
+  if (writer == nullptr) return NullArgument(kFn, "writer");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  ck::FileWriter* w = Writer(writer);
   auto r = w->PrepareStaging({data_bytes, tensors, text_bytes});
   if (!r.ok()) return SetError(r.status());
   if (wait) w->WaitStaging();
@@ -582,8 +586,13 @@ GRIST_CAPI int grist_ckpt_writer_prepare(void* writer, uint64_t data_bytes, uint
 }
 
 // The writer's staging arena bytes now held, and its prepare limit.
-GRIST_CAPI int grist_ckpt_writer_staging(void* writer, uint64_t* arena_bytes, uint64_t* limit) {
-  auto* w = static_cast<ck::FileWriter*>(writer);
+GRIST_CAPI int grist_ckpt_writer_staging(grist_ckpt_writer* writer, uint64_t* arena_bytes,
+                                         uint64_t* limit) {
+  constexpr const char* kFn = "grist_ckpt_writer_staging";
+  if (writer == nullptr) return NullArgument(kFn, "writer");
+  if (arena_bytes == nullptr) return NullArgument(kFn, "arena_bytes");
+  if (limit == nullptr) return NullArgument(kFn, "limit");
+  ck::FileWriter* w = Writer(writer);
   *arena_bytes = w->arena_bytes();
   *limit = w->prepare_limit();
   return 0;

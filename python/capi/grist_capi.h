@@ -285,11 +285,24 @@ GRIST_CAPI_EXPORT int grist_ckpt_writer_new(const grist_ckpt_writer_options* opt
 /* Waits for its file in flight, then frees it. */
 GRIST_CAPI_EXPORT void grist_ckpt_writer_free(grist_ckpt_writer* writer);
 
+/* Prepares the writer's staging arena in the background for a save of `data_bytes` of tensor data
+ * in `tensors` tensors with `text_bytes` of header text: allocated, pre-faulted, pinned for CUDA
+ * where present, registered with io_uring (ckptio::FileWriter::PrepareStaging). With `wait`
+ * nonzero, returns once it is ready. *out receives the bytes the arena will hold; a request above
+ * the writer's prepare limit prepares nothing and fails with GRIST_RESOURCE_EXHAUSTED. */
+GRIST_CAPI_EXPORT int grist_ckpt_writer_prepare(grist_ckpt_writer* writer, uint64_t data_bytes,
+                                                uint64_t tensors, uint64_t text_bytes, int wait,
+                                                uint64_t* out);
+
+/* The bytes of staging arena the writer holds now, and its prepare limit. */
+GRIST_CAPI_EXPORT int grist_ckpt_writer_staging(grist_ckpt_writer* writer, uint64_t* arena_bytes,
+                                                uint64_t* limit);
+
 /* The writer's default copy thread count (ckptio::DefaultCopyThreads). */
 GRIST_CAPI_EXPORT int grist_ckpt_default_copy_threads(void);
 
 /* A parallel memcpy of n bytes from address src to address dst with `threads` threads: the peer
- * that measures the snapshot floor (scripts/gpu/ckpt_host_blocked.py). Both ranges must be valid. */
+ * that measures the snapshot floor (bench/python/gpu/ckpt_host_blocked.py). Both ranges must be valid. */
 GRIST_CAPI_EXPORT void grist_ckpt_memcpy(uint64_t dst, uint64_t src, uint64_t n, int threads);
 
 /* 1 when a CUDA device is usable, else 0. */

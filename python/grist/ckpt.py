@@ -397,10 +397,7 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     return h
 
 
-# Background staging preparation (declared here, beside their one user).
-lib.grist_ckpt_writer_prepare.argtypes = [_P, _c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int,
-                                          _c.POINTER(_c.c_uint64)]
-lib.grist_ckpt_writer_staging.argtypes = [_P, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64)]
+# Background staging preparation (grist_ckpt_writer_prepare / _staging in grist_capi.h).
 
 
 def prepare(state_or_nbytes, *, wait=False, rank=None, world_size=None, direct=True,

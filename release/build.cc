@@ -97,9 +97,8 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(b.encode, tokenize::EncodeStageOptions::FromConfig(c));
   ASSIGN_OR_RETURN(b.pack, pack::PackOptions::FromConfig(c));
   ASSIGN_OR_RETURN(b.split, shard::SplitPolicy::FromConfig(c, b.seed));
-  ASSIGN_OR_RETURN(int64_t smb, c.GetInt("shard.max_bytes", 256ll << 20));
-  if (smb <= 0) return KeyError(c, "shard.max_bytes", "must be positive");
-  b.shard_max_bytes = static_cast<uint64_t>(smb);
+  ASSIGN_OR_RETURN(shard::ShardOptions shard_options, shard::ShardOptions::FromConfig(c));
+  b.shard_max_bytes = shard_options.max_bytes;
   std::vector<std::string> unused = c.UnusedKeys();
   if (!unused.empty()) {
     return KeyError(c, unused.front(),

@@ -66,9 +66,11 @@ absl::Status KeyError(const Config& c, std::string_view key, std::string_view wh
       absl::StrCat("config ", c.source(), ": key '", std::string(key), "': ", std::string(what)));
 }
 
-absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
+absl::StatusOr<BuildConfig> ReadBuildConfig(
+    Env* env, const std::string& path, const std::function<void(Config*)>& overrides = nullptr) {
   BuildConfig b;
   ASSIGN_OR_RETURN(b.config, Config::FromFile(env, path));
+  if (overrides) overrides(&b.config);
   const Config& c = b.config;
   ASSIGN_OR_RETURN(b.release_version, c.RequireString("release.version"));
   ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
@@ -1248,7 +1250,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
 absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro) {
   Stopwatch total;
   if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
-  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path));
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path, pro.config_overrides));
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));

@@ -1,6 +1,7 @@
 #include "pack/pack.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -14,17 +15,29 @@ namespace grist::pack {
 
 using shard::SegmentWord;
 
+const OptionTable<PackOptions>& PackOptions::Table() {
+  static const OptionTable<PackOptions>* table = [] {
+    auto* t = new OptionTable<PackOptions>("pack.");
+    t->Int("pack.seq_len", GRIST_OPTION_FIELD(seq_len),
+           "Tokens per training sample; each sample holds seq_len + 1 (inputs and the shifted target)",
+           {1, static_cast<double>(shard::kMaxSampleTokens) - 1})
+        .Required();
+    t->Enum("pack.strategy", GRIST_OPTION_FIELD(strategy),
+            "concat: concatenate and cut (Megatron); bestfit: best-fit-decreasing bins, fewer "
+            "documents split (docs/pack.md)",
+            std::vector<std::pair<std::string, std::string>>{{"concat", "concat"},
+                                                             {"bestfit", "bestfit"}});
+    t->Int("pack.bestfit_window_tokens", GRIST_OPTION_FIELD(bestfit_window_tokens),
+           "bestfit: tokens of documents packed together (bounds memory; the result depends on it)",
+           {1, std::numeric_limits<double>::infinity()});
+    return t;
+  }();
+  return *table;
+}
+
 absl::StatusOr<PackOptions> PackOptions::FromConfig(const Config& c) {
   PackOptions o;
-  ASSIGN_OR_RETURN(o.seq_len, c.RequireInt("pack.seq_len"));
-  ASSIGN_OR_RETURN(o.strategy, c.GetString("pack.strategy", o.strategy));
-  ASSIGN_OR_RETURN(int64_t w, c.GetInt("pack.bestfit_window_tokens",
-                                       static_cast<int64_t>(o.bestfit_window_tokens)));
-  if (w <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config ", c.source(), ": key 'pack.bestfit_window_tokens': must be positive"));
-  }
-  o.bestfit_window_tokens = static_cast<uint64_t>(w);
+  RETURN_IF_ERROR(Table().Read(c, &o));
   absl::Status s = o.Validate();
   if (!s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config ", c.source(), ": ", std::string(s.message())));

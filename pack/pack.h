@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 
 namespace grist {
 class Config;
@@ -41,8 +42,12 @@ struct PackOptions {
   std::string strategy = "bestfit";  // "concat" | "bestfit"
   int32_t pad_id = 0;
   uint64_t bestfit_window_tokens = 16ull << 20;
-  // Reads "pack.seq_len" (required; > 0), "pack.strategy", "pack.bestfit_window_tokens". pad_id is
-  // set by the caller from the tokenizer.
+  // The options of section [pack], each declared once (pack/pack.cc): FromConfig, the flags of
+  // `grist pack` and their help with the defaults above all come from it (common/option_table.h).
+  // pad_id is not among them: the caller sets it from the tokenizer.
+  static const OptionTable<PackOptions>& Table();
+  // Reads the keys of Table(): "pack.seq_len" (required; 1 <= seq_len < kMaxSampleTokens),
+  // "pack.strategy", "pack.bestfit_window_tokens" (> 0). InvalidArgument naming the config and key.
   static absl::StatusOr<PackOptions> FromConfig(const Config& config);
   absl::Status Validate() const;
   uint32_t sample_tokens() const { return static_cast<uint32_t>(seq_len + 1); }

@@ -66,9 +66,11 @@ absl::Status KeyError(const Config& c, std::string_view key, std::string_view wh
       absl::StrCat("config ", c.source(), ": key '", std::string(key), "': ", std::string(what)));
 }
 
-absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
+absl::StatusOr<BuildConfig> ReadBuildConfig(
+    Env* env, const std::string& path, const std::function<void(Config*)>& overrides = nullptr) {
   BuildConfig b;
   ASSIGN_OR_RETURN(b.config, Config::FromFile(env, path));
+  if (overrides) overrides(&b.config);
   const Config& c = b.config;
   ASSIGN_OR_RETURN(b.release_version, c.RequireString("release.version"));
   ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
@@ -97,9 +99,8 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(b.encode, tokenize::EncodeStageOptions::FromConfig(c));
   ASSIGN_OR_RETURN(b.pack, pack::PackOptions::FromConfig(c));
   ASSIGN_OR_RETURN(b.split, shard::SplitPolicy::FromConfig(c, b.seed));
-  ASSIGN_OR_RETURN(int64_t smb, c.GetInt("shard.max_bytes", 256ll << 20));
-  if (smb <= 0) return KeyError(c, "shard.max_bytes", "must be positive");
-  b.shard_max_bytes = static_cast<uint64_t>(smb);
+  ASSIGN_OR_RETURN(shard::ShardOptions shard_options, shard::ShardOptions::FromConfig(c));
+  b.shard_max_bytes = shard_options.max_bytes;
   std::vector<std::string> unused = c.UnusedKeys();
   if (!unused.empty()) {
     return KeyError(c, unused.front(),
@@ -1249,7 +1250,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
 absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro) {
   Stopwatch total;
   if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
-  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path));
+  ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path, pro.config_overrides));
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));

@@ -17,6 +17,7 @@
 #define GRIST_RELEASE_RELEASE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "common/stage.h"
 
 namespace grist {
+class Config;
 class Env;
 }
 
@@ -87,6 +89,9 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& options);
 
 struct PackReleaseOptions {
   std::string config_path;  // reads [pack], [split], [shard], seed, release.version, inputs.paths
+  // Applied to the config once read from config_path, before any stage reads it (`grist pack`'s
+  // option flags: tools/option_flags.h); the manifest records the result.
+  std::function<void(Config*)> config_overrides;
   std::string tokens_dir;   // a complete `grist tokenize encode` output (all N tasks)
   std::string model_path;   // the tokenizer the tokens were made with
   std::string output_dir;

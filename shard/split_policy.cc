@@ -7,10 +7,23 @@
 
 namespace grist::shard {
 
+const OptionTable<SplitPolicy>& SplitPolicy::Table() {
+  static const OptionTable<SplitPolicy>* table = [] {
+    auto* t = new OptionTable<SplitPolicy>("split.");
+    // The bounds are inclusive; FromConfig refuses 1 (nothing would be left to train on).
+    t->Double("split.validation_fraction", GRIST_OPTION_FIELD(validation_fraction),
+              "Expected fraction of documents in the validation split, chosen by a hash of each "
+              "document's tokens and the seed; below 1",
+              {0, 1});
+    return t;
+  }();
+  return *table;
+}
+
 absl::StatusOr<SplitPolicy> SplitPolicy::FromConfig(const Config& config, uint64_t seed) {
   SplitPolicy p;
   p.seed = seed;
-  ASSIGN_OR_RETURN(p.validation_fraction, config.GetDouble("split.validation_fraction", 0.01));
+  RETURN_IF_ERROR(Table().Read(config, &p));
   if (!(p.validation_fraction >= 0 && p.validation_fraction < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config ", config.source(), ": key 'split.validation_fraction': must be in [0, 1)"));

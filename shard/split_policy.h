@@ -12,6 +12,7 @@
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 
 namespace grist {
 class Config;
@@ -23,6 +24,9 @@ struct SplitPolicy {
   double validation_fraction = 0.01;  // config key split.validation_fraction, in [0, 1)
   uint64_t seed = 0;                  // the release seed (config key seed)
 
+  // The options of section [split], declared once (shard/split_policy.cc): FromConfig, the flags
+  // of `grist pack` and their help come from it. The seed is the release's, not in the table.
+  static const OptionTable<SplitPolicy>& Table();
   // Reads split.validation_fraction (default 0.01) and checks it is in [0, 1).
   static absl::StatusOr<SplitPolicy> FromConfig(const Config& config, uint64_t seed);
 

@@ -1,9 +1,31 @@
 #include "shard/split_writer.h"
 
+#include <limits>
+
 #include "absl/strings/str_format.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 
 namespace grist::shard {
+
+const OptionTable<ShardOptions>& ShardOptions::Table() {
+  static const OptionTable<ShardOptions>* table = [] {
+    auto* t = new OptionTable<ShardOptions>("shard.");
+    t->Int("shard.max_bytes", GRIST_OPTION_FIELD(max_bytes),
+           "A new shard starts when the .bin of the current one would pass this many bytes (at "
+           "least one sample per shard)",
+           {1, std::numeric_limits<double>::infinity()})
+        .Flags({"shard-max-bytes"});
+    return t;
+  }();
+  return *table;
+}
+
+absl::StatusOr<ShardOptions> ShardOptions::FromConfig(const Config& config) {
+  ShardOptions o;
+  RETURN_IF_ERROR(Table().Read(config, &o));
+  return o;
+}
 
 SplitWriter::SplitWriter(Env* env, std::string release_dir, std::string split,
                          uint32_t sample_tokens, TokenDtype dtype, uint64_t max_shard_bytes)

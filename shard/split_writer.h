@@ -9,10 +9,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/option_table.h"
 #include "shard/manifest.h"
 #include "shard/shard.h"
 
+namespace grist {
+class Config;
+}
+
 namespace grist::shard {
+
+// The options of section [shard] of a release config.
+struct ShardOptions {
+  uint64_t max_bytes = 256ull << 20;  // SplitWriter's max_shard_bytes
+
+  // Declared once (shard/split_writer.cc): FromConfig, the flags of `grist pack` and their help.
+  static const OptionTable<ShardOptions>& Table();
+  // Reads shard.max_bytes (> 0). InvalidArgument naming the config and the key.
+  static absl::StatusOr<ShardOptions> FromConfig(const Config& config);
+};
 
 class SplitWriter {
  public:

@@ -7,8 +7,12 @@
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
+#include "pack/pack.h"
 #include "release/release.h"
+#include "shard/split_policy.h"
+#include "shard/split_writer.h"
 #include "tools/command.h"
+#include "tools/option_flags.h"
 
 namespace grist::tools {
 namespace {
@@ -127,17 +131,24 @@ Runner SetupPack(CLI::App* app) {
   struct F {
     CommonFlags common;
     release::PackReleaseOptions o;
+    ConfigFlags options;  // one per key of the [pack], [split] and [shard] tables
   };
   auto f = std::make_shared<F>();
-  app->add_option("--config", f->o.config_path, "Release config ([pack], [split], [shard])")
+  app->add_option("--config", f->o.config_path,
+                  "Release config ([pack], [split], [shard], seed, release, inputs; see "
+                  "docs/pack.md); the flags below override it")
       ->required();
   app->add_option("--tokens", f->o.tokens_dir, "Output folder of grist tokenize encode (all tasks)")
       ->required();
   app->add_option("--model", f->o.model_path, "The tokenizer model the tokens were made with")
       ->required();
   app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
+  f->options.Add(app, pack::PackOptions::Table().Describe());
+  f->options.Add(app, shard::SplitPolicy::Table().Describe());
+  f->options.Add(app, shard::ShardOptions::Table().Describe());
   AddCommonFlags(app, &f->common, /*with_tasks=*/false);
   return [f]() -> absl::Status {
+    f->o.config_overrides = [f](Config* config) { f->options.ApplyTo(config); };
     f->o.run.threads = f->common.threads;
     f->o.run.progress = !f->common.quiet;
     ASSIGN_OR_RETURN(auto rep, release::PackRelease(Env::Default(), f->o));

@@ -18,6 +18,9 @@
 #include "common/config.h"
 #include "common/option_table.h"
 #include "dedup/dedup.h"
+#include "pack/pack.h"
+#include "shard/split_policy.h"
+#include "shard/split_writer.h"
 #include "tokenize/encode.h"
 #include "tokenize/tokenizer.h"
 #include "tools/option_flags.h"
@@ -223,6 +226,95 @@ TEST(OptionFlags, TokenizeTrainFlagEqualsConfig) {
   ExpectFlagEqualsConfig<tokenize::TrainOptions>(tokenize::TrainOptions::Table(),
                                                  tokenize::TrainOptions::FromConfig,
                                                  {{"tokenizer.vocab_size", "1000"}, {"seed", "5"}});
+}
+
+TEST(OptionFlags, PackHelpListsEveryOptionWithItsDefault) {
+  // `grist pack` carries the tables of the pack+shard stage: [pack], [split] and [shard].
+  ExpectHelpListsEveryOption("pack", pack::PackOptions::Table().Describe());
+  ExpectHelpListsEveryOption("pack", shard::SplitPolicy::Table().Describe());
+  ExpectHelpListsEveryOption("pack", shard::ShardOptions::Table().Describe());
+}
+
+TEST(OptionFlags, PackFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<pack::PackOptions>(pack::PackOptions::Table(),
+                                            pack::PackOptions::FromConfig,
+                                            {{"pack.seq_len", "64"}});
+}
+
+TEST(OptionFlags, SplitFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<shard::SplitPolicy>(
+      shard::SplitPolicy::Table(),
+      [](const Config& c) { return shard::SplitPolicy::FromConfig(c, /*seed=*/7); });
+}
+
+TEST(OptionFlags, ShardFlagEqualsConfig) {
+  ExpectFlagEqualsConfig<shard::ShardOptions>(shard::ShardOptions::Table(),
+                                              shard::ShardOptions::FromConfig);
+}
+
+TEST(OptionFlags, PackDefaultsAreTheStructsInitializers) {
+  auto p = pack::PackOptions::FromConfig(*Config::FromString("pack.seq_len = 64\n", "t.toml"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  pack::PackOptions expected;
+  expected.seq_len = 64;
+  EXPECT_EQ(pack::PackOptions::Table().Values(*p), pack::PackOptions::Table().Values(expected));
+  std::vector<std::pair<std::string, std::string>> described;
+  for (const OptionInfo& i : pack::PackOptions::Table().Describe()) {
+    if (!i.required) described.emplace_back(i.key, i.default_text);
+  }
+  EXPECT_EQ(described, (std::vector<std::pair<std::string, std::string>>{
+                           {"pack.strategy", "bestfit"},
+                           {"pack.bestfit_window_tokens", std::to_string(16ull << 20)}}));
+  auto s = shard::SplitPolicy::FromConfig(Config(), 0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->validation_fraction, shard::SplitPolicy().validation_fraction);
+  auto m = shard::ShardOptions::FromConfig(Config());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->max_bytes, shard::ShardOptions().max_bytes);
+  // A missing seq_len, and values out of range, name the key.
+  auto missing = pack::PackOptions::FromConfig(Config());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "pack.seq_len")) << missing.status();
+  for (const char* bad : {"pack.seq_len = 0\n", "pack.seq_len = 8\npack.strategy = \"x\"\n",
+                          "pack.seq_len = 8\npack.bestfit_window_tokens = 0\n"}) {
+    auto r = pack::PackOptions::FromConfig(*Config::FromString(bad, "t.toml"));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(
+      shard::SplitPolicy::FromConfig(*Config::FromString("split.validation_fraction = 1.0\n", "t"), 0)
+          .ok());
+  EXPECT_FALSE(shard::ShardOptions::FromConfig(*Config::FromString("shard.max_bytes = 0\n", "t")).ok());
+}
+
+TEST(OptionFlags, PackFlagNames) {
+  // The flags of `grist pack` as docs/pack.md lists them.
+  CLI::App app("t");
+  tools::ConfigFlags flags;
+  flags.Add(&app, pack::PackOptions::Table().Describe());
+  flags.Add(&app, shard::SplitPolicy::Table().Describe());
+  flags.Add(&app, shard::ShardOptions::Table().Describe());
+  const char* argv[] = {"t", "--seq-len", "512", "--strategy", "concat", "--bestfit-window-tokens",
+                        "4096", "--validation-fraction", "0.1", "--shard-max-bytes", "65536"};
+  ASSERT_NO_THROW(app.parse(static_cast<int>(std::size(argv)), const_cast<char**>(argv)));
+  Config config;
+  flags.ApplyTo(&config);
+  auto p = pack::PackOptions::FromConfig(config);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->seq_len, 512);
+  EXPECT_EQ(p->strategy, "concat");
+  EXPECT_EQ(p->bestfit_window_tokens, 4096u);
+  auto s = shard::SplitPolicy::FromConfig(config, 3);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->validation_fraction, 0.1);
+  auto m = shard::ShardOptions::FromConfig(config);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->max_bytes, 65536u);
+  // A malformed value is CLI11's usage error.
+  CLI::App app2("t");
+  tools::ConfigFlags flags2;
+  flags2.Add(&app2, pack::PackOptions::Table().Describe());
+  const char* bad[] = {"t", "--strategy", "greedy"};
+  EXPECT_THROW(app2.parse(3, const_cast<char**>(bad)), CLI::ValidationError);
 }
 
 TEST(OptionFlags, DedupFlagsOfBeforeTheTableStillWork) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/config.h"
 #include "common/env.h"
 #include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
@@ -161,13 +162,39 @@ TEST(ReleaseTest, OneTaskAndThreeTasksMergedGiveTheSameRelease) {
     auto r = PackRelease(Env::Default(), po);
     ASSERT_TRUE(r.ok()) << r.status();
   }
+  // The option flags of `grist pack` override the config's [pack], [split] and [shard]: a config
+  // saying otherwise, overridden back to the first one's values, gives the same bytes.
+  {
+    std::string other = absl::StrReplaceAll(
+        Config(in[0], "", "128"), {{"strategy = \"bestfit\"", "strategy = \"concat\""},
+                                   {"validation_fraction = 0.05", "validation_fraction = 0.5"},
+                                   {"max_bytes = 60000", "max_bytes = 4096"}});
+    std::string other_cfg = tmp.Join("other.toml");
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), other_cfg, other).ok());
+    PackReleaseOptions po;
+    po.config_path = other_cfg;
+    po.config_overrides = [](grist::Config* c) {
+      c->SetInt("pack.seq_len", 256);
+      c->SetString("pack.strategy", "bestfit");
+      c->SetDouble("split.validation_fraction", 0.05);
+      c->SetInt("shard.max_bytes", 60000);
+    };
+    po.tokens_dir = tmp.Join("t1");
+    po.model_path = model;
+    po.output_dir = tmp.Join("rflags");
+    po.run.progress = false;
+    auto r = PackRelease(Env::Default(), po);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
   auto files = ReleaseFiles(tmp.Join("rt1"));
   EXPECT_GE(files.size(), 2u + 6u);
-  EXPECT_EQ(files, ReleaseFiles(tmp.Join("rt3")));
-  for (const auto& f : files) {
-    EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("rt1/" + f)),
-              *ReadFileToString(Env::Default(), tmp.Join("rt3/" + f)))
-        << f;
+  for (const char* other : {"rt3", "rflags"}) {
+    EXPECT_EQ(files, ReleaseFiles(tmp.Join(other))) << other;
+    for (const auto& f : files) {
+      EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("rt1/" + f)),
+                *ReadFileToString(Env::Default(), tmp.Join(std::string(other) + "/" + f)))
+          << other << ": " << f;
+    }
   }
   auto v = VerifyRelease(Env::Default(), tmp.Join("rt3"));
   ASSERT_TRUE(v.ok());

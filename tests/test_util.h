@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "common/env.h"
@@ -64,6 +65,26 @@ inline CliRun RunGrist(const std::string& args, const std::string& env = "") {
   int st = ::pclose(p);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// Every regular file under `dir` except reports/ (timings), as relative path -> bytes: what two
+// releases must agree on byte for byte.
+inline void CollectReleaseFiles(const std::string& dir, const std::string& rel,
+                                std::map<std::string, std::string>* out) {
+  Env* env = Env::Default();
+  auto names = env->ListDir(rel.empty() ? dir : JoinPath(dir, rel));
+  ASSERT_TRUE(names.ok()) << names.status();
+  for (const std::string& n : *names) {
+    std::string r = rel.empty() ? n : JoinPath(rel, n);
+    if (r == "reports") continue;
+    if (env->IsDirectory(JoinPath(dir, r))) {
+      CollectReleaseFiles(dir, r, out);
+    } else {
+      auto bytes = ReadFileToString(env, JoinPath(dir, r));
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      (*out)[r] = *bytes;
+    }
+  }
 }
 
 }  // namespace grist::testing

@@ -21,23 +21,6 @@ using ::testing::HasSubstr;
 using ::grist::testing::CliRun;
 using ::grist::testing::RunGrist;
 
-// Every regular file under `dir` except reports/ (timings), as relative path -> bytes.
-void Collect(const std::string& dir, const std::string& rel, std::map<std::string, std::string>* out) {
-  Env* env = Env::Default();
-  auto names = env->ListDir(JoinPath(dir, rel));
-  ASSERT_TRUE(names.ok()) << names.status();
-  for (const std::string& n : *names) {
-    std::string r = rel.empty() ? n : JoinPath(rel, n);
-    if (r == "reports") continue;
-    if (env->IsDirectory(JoinPath(dir, r))) {
-      Collect(dir, r, out);
-    } else {
-      auto bytes = ReadFileToString(env, JoinPath(dir, r));
-      ASSERT_TRUE(bytes.ok());
-      (*out)[r] = *bytes;
-    }
-  }
-}
 
 class StagedBuildTest : public ::testing::Test {
  protected:
@@ -100,8 +83,8 @@ TEST_F(StagedBuildTest, ThreeTasksInAnyOrderGiveTheSameBytesAsOneBuild) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   std::map<std::string, std::string> a, b;
-  Collect(tmp_.Join("local"), "", &a);
-  Collect(tmp_.Join("staged"), "", &b);
+  grist::testing::CollectReleaseFiles(tmp_.Join("local"), "", &a);
+  grist::testing::CollectReleaseFiles(tmp_.Join("staged"), "", &b);
   ASSERT_GT(a.size(), 3u);
   EXPECT_TRUE(a.count("manifest.json"));
   ASSERT_EQ(a.size(), b.size());

@@ -39,27 +39,10 @@ namespace {
 using ::testing::HasSubstr;
 using grist::testing::TempDir;
 
-// Every regular file under `dir` except reports/ (timings), as relative path -> bytes.
-void Collect(const std::string& dir, const std::string& rel, std::map<std::string, std::string>* out) {
-  Env* env = Env::Default();
-  auto names = env->ListDir(rel.empty() ? dir : JoinPath(dir, rel));
-  ASSERT_TRUE(names.ok()) << names.status();
-  for (const std::string& n : *names) {
-    std::string r = rel.empty() ? n : JoinPath(rel, n);
-    if (r == "reports") continue;
-    if (env->IsDirectory(JoinPath(dir, r))) {
-      Collect(dir, r, out);
-    } else {
-      auto bytes = ReadFileToString(env, JoinPath(dir, r));
-      ASSERT_TRUE(bytes.ok());
-      (*out)[r] = *bytes;
-    }
-  }
-}
 
 std::map<std::string, std::string> ReleaseBytes(const std::string& dir) {
   std::map<std::string, std::string> out;
-  Collect(dir, "", &out);
+  grist::testing::CollectReleaseFiles(dir, "", &out);
   return out;
 }
 

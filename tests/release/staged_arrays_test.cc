@@ -23,23 +23,6 @@ using ::grist::testing::CliRun;
 using ::grist::testing::RunGrist;
 using ::testing::HasSubstr;
 
-// Every regular file under `dir` except reports/ (timings), as relative path -> bytes.
-void Collect(const std::string& dir, const std::string& rel, std::map<std::string, std::string>* out) {
-  Env* env = Env::Default();
-  auto names = env->ListDir(rel.empty() ? dir : JoinPath(dir, rel));
-  ASSERT_TRUE(names.ok()) << names.status();
-  for (const std::string& n : *names) {
-    std::string r = rel.empty() ? n : JoinPath(rel, n);
-    if (r == "reports") continue;
-    if (env->IsDirectory(JoinPath(dir, r))) {
-      Collect(dir, r, out);
-    } else {
-      auto bytes = ReadFileToString(env, JoinPath(dir, r));
-      ASSERT_TRUE(bytes.ok());
-      (*out)[r] = *bytes;
-    }
-  }
-}
 
 // The array steps and the merges of clean and dedup, in chain order.
 struct ChainStep {
@@ -121,7 +104,7 @@ class StagedArraysTest : public ::testing::Test {
     CliRun local = RunGrist(Build("local", ""));
     ASSERT_EQ(local.exit_code, 0) << local.output;
     local_ = new std::map<std::string, std::string>();
-    Collect(tmp_->Join("local"), "", local_);
+    grist::testing::CollectReleaseFiles(tmp_->Join("local"), "", local_);
   }
   static void TearDownTestSuite() {
     delete local_;
@@ -160,7 +143,7 @@ class StagedArraysTest : public ::testing::Test {
   }
   static void ExpectSameAsLocal(const std::string& out) {
     std::map<std::string, std::string> got;
-    Collect(tmp_->Join(out), "", &got);
+    grist::testing::CollectReleaseFiles(tmp_->Join(out), "", &got);
     ASSERT_GT(local_->size(), 3u);
     ASSERT_EQ(got.size(), local_->size());
     for (const auto& [path, bytes] : *local_) {

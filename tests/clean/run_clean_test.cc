@@ -15,37 +15,20 @@
 #include "clean/run_clean.h"
 #include "common/env.h"
 #include "common/records.h"
+#include "tests/compress_util.h"
 #include "tests/test_util.h"
 
 namespace grist::clean {
 namespace {
+
+using ::grist::testing::Gzip;
+using ::grist::testing::Zstd;
 
 using testing::TempDir;
 
 void Write(const std::string& path, const std::string& data) {
   ASSERT_TRUE(Env::Default()->CreateDirs(DirName(path)).ok());
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, data).ok());
-}
-
-std::string Gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-std::string Zstd(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
-  out.resize(n);
-  return out;
 }
 
 // Reads back every record of the parts in `dir` (sorted), as raw JSON lines.

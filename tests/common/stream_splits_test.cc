@@ -14,33 +14,16 @@
 #include "common/records.h"
 #include "common/thread_pool.h"
 #include "tests/synthetic_corpus.h"
+#include "tests/compress_util.h"
 #include "tests/test_util.h"
 
 namespace grist {
 namespace {
 
+using ::grist::testing::Gzip;
+using ::grist::testing::Zstd;
+
 using ::grist::testing::TempDir;
-
-// One zstd frame (no frame index), as the zstd CLI writes a file.
-std::string Zstd(const std::string& s) {
-  std::string out(ZSTD_compressBound(s.size()), '\0');
-  out.resize(ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3));
-  return out;
-}
-
-std::string Gzip(const std::string& s) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, s.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
-  z.avail_in = static_cast<uInt>(s.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 void Write(const std::string& path, const std::string& data) {
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, data).ok());

@@ -1,7 +1,9 @@
 """The course's "resume from checkpoint" and "loss continuous after resume" items, proven: the
-example training loop (examples/train.py, grist.Loader + grist.ckpt) is killed with SIGKILL at
-random moments, including in the middle of an asynchronous checkpoint write, and restarted; every
-loss it ever logs equals the uninterrupted run's loss for that step, bit for bit."""
+example training loop (examples/train.py, grist.Loader + grist.ckpt) is killed with SIGKILL inside
+asynchronous checkpoint writes (at named crash points: after the rank file's fsync, before the
+manifest rename, during retention) and once from outside at a random moment, and restarted; each
+run resumes right after the newest published checkpoint, and every loss it ever logs equals the
+uninterrupted run's loss for that step, bit for bit."""
 
 import os
 import random
@@ -45,6 +47,16 @@ class TrainResumeTest(unittest.TestCase):
                 "--ckpt-every", "3", "--keep", "2", "--release", release, "--dim", "256",
                 "--device", self.DEVICE]
 
+    def _run(self, ckpt, log, release, env=None):
+        return subprocess.Popen(self._cmd(ckpt, log, release), stdout=subprocess.DEVNULL,
+                                env=dict(os.environ, **(env or {})))
+
+    @staticmethod
+    def _latest_step(ckpt):
+        import grist
+        newest = grist.ckpt.latest(ckpt)
+        return 0 if newest is None else int(os.path.basename(newest).split("-")[1])
+
     def test_sigkill_and_resume_gives_identical_losses(self):
         rng = random.Random(13)
         with tempfile.TemporaryDirectory() as tmp:
@@ -52,42 +64,69 @@ class TrainResumeTest(unittest.TestCase):
             release = os.path.join(tmp, "release")
             write_synthetic_release(release, samples=512, seq_len=64, vocab_size=512,
                                     mean_document_tokens=20)
-            ref_log = os.path.join(tmp, "ref.log")
-            subprocess.run(self._cmd(os.path.join(tmp, "ref"), ref_log, release), check=True,
-                           stdout=subprocess.DEVNULL, timeout=300)
+            ref_log, trace = os.path.join(tmp, "ref.log"), os.path.join(tmp, "trace")
+            p = self._run(os.path.join(tmp, "ref"), ref_log, release, {"GRIST_CRASH_TRACE": trace})
+            self.assertEqual(p.wait(timeout=300), 0)
             reference = dict(_read_log(ref_log))
             self.assertEqual(sorted(reference), list(range(1, self.STEPS + 1)))
+            # The crash points are compiled into test builds (GRIST_TEST_HOOKS); a build without
+            # them writes no trace, and the kills below then all come from outside at random.
+            hooks = os.path.exists(trace)
+            if hooks:
+                with open(trace) as f:
+                    reached = set(f.read().split())
+                self.assertLessEqual({"ckptio.file.after_fsync", "ckptio.publish.before_rename",
+                                      "ckptio.retention.during_remove"}, reached)
 
+            # Each run is killed once: three exactly inside a checkpoint write (by the crash
+            # point, SIGKILL raised by the process itself), one from outside at a random moment.
+            # Every run must resume at the step after the newest published checkpoint.
+            kills = [("ckptio.publish.before_rename@3", "data durable, manifest not renamed"),
+                     ("ckptio.file.after_fsync@2", "rank file fsynced, no manifest"),
+                     (None, "from outside, anywhere"),
+                     ("ckptio.retention.during_remove@1", "new one published, old half deleted")]
             ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "run.log")
-            kills = 0
-            for _ in range(4):
-                p = subprocess.Popen(self._cmd(ckpt, log, release), stdout=subprocess.DEVNULL)
-                target = rng.randint(4, self.STEPS - 4)
-                deadline = time.time() + 120
-                while time.time() < deadline and p.poll() is None:
-                    done = _read_log(log)
-                    if done and done[-1][0] >= target:
-                        break
-                    time.sleep(0.01)
-                time.sleep(rng.random() * 0.05)  # land anywhere, also inside a checkpoint write
-                if p.poll() is None:
-                    p.send_signal(signal.SIGKILL)
-                    kills += 1
-                p.wait(timeout=60)
+            resumed_at = 0  # the step the next run must log first, minus one
+            for point, what in kills:
+                with self.subTest(kill=what):
+                    before = len(_read_log(log))
+                    if point is not None and hooks:
+                        p = self._run(ckpt, log, release, {"GRIST_CRASH_POINT": point})
+                        self.assertEqual(p.wait(timeout=300), -signal.SIGKILL)
+                    else:
+                        p = self._run(ckpt, log, release)
+                        target = resumed_at + rng.randint(2, 6)
+                        deadline = time.time() + 120
+                        while time.time() < deadline and p.poll() is None:
+                            new = _read_log(log)[before:]
+                            if new and new[-1][0] >= target:
+                                break
+                            time.sleep(0.005)
+                        time.sleep(rng.random() * 0.05)  # land anywhere, also inside a write
+                        self.assertIsNone(p.poll(), "the run ended before it could be killed")
+                        p.send_signal(signal.SIGKILL)
+                        p.wait(timeout=60)
+                    new = _read_log(log)[before:]
+                    self.assertTrue(new, "the run logged no step before it was killed")
+                    self.assertEqual(new[0][0], resumed_at + 1, "did not resume after the newest "
+                                     "published checkpoint")
+                    resumed_at = self._latest_step(ckpt)
+                    if point is not None and hooks and "retention" not in point:
+                        # Killed while writing the checkpoint of its last logged step or earlier:
+                        # that one is not published, so the next run redoes logged steps.
+                        self.assertLess(resumed_at, new[-1][0])
             # The last run goes to the end.
-            subprocess.run(self._cmd(ckpt, log, release), check=True, stdout=subprocess.DEVNULL,
-                           timeout=300)
-            self.assertGreaterEqual(kills, 2)
+            before = len(_read_log(log))
+            self.assertEqual(self._run(ckpt, log, release).wait(timeout=300), 0)
+            self.assertEqual(_read_log(log)[before][0], resumed_at + 1)
 
             logged = _read_log(log)
             self.assertEqual(logged[-1][0], self.STEPS)
-            steps_seen = set()
             for step, loss in logged:
                 self.assertEqual(loss, reference[step], f"step {step} differs after a resume")
-                steps_seen.add(step)
-            self.assertEqual(steps_seen, set(range(1, self.STEPS + 1)))
-            # Resumes happened: some steps were computed more than once (redone after a kill).
-            self.assertGreater(len(logged), self.STEPS)
+            self.assertEqual({s for s, _ in logged}, set(range(1, self.STEPS + 1)))
+            if hooks:  # redone steps: the kills inside checkpoint writes lost logged steps
+                self.assertGreater(len(logged), self.STEPS)
             import grist
             newest = grist.ckpt.latest(ckpt)
             self.assertTrue(newest.endswith(f"step-{self.STEPS:08d}"))

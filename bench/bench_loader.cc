@@ -1,7 +1,11 @@
-// `grist bench loader`: tokens/s and GB/s the loader delivers to a consumer that does nothing, and
-// the share of time a consumer with a simulated compute step waits for data; beside
-// torch.utils.data.DataLoader over numpy memmaps of the same .bin files (same batch shape,
-// shuffle, pin_memory when CUDA is present) at each num_workers, measured in the same run.
+// `grist bench loader`: tokens/s and GB/s the loader delivers to a consumer that does nothing, the
+// share of time a consumer with a simulated compute step waits for data, and the CPU time the
+// loader takes per billion tokens during that step; beside the peers of bench/python/bench_loader.py
+// (--peers-only): torch.utils.data.DataLoader and torchdata's StatefulDataLoader over numpy memmaps
+// of the same .bin files and LitData's StreamingDataLoader over the same samples converted to its
+// chunks (same batch shape, shuffle, pin_memory when CUDA is present) at each num_workers, measured
+// in the same run.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,8 +20,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/harness.h"
+#include "bench/python_peer.h"
 #include "bench/registry.h"
 #include "common/env.h"
 #include "common/status_macros.h"
@@ -40,51 +46,22 @@ struct LoaderBenchFlags {
   int workers = 0;
   int prefetch = 4;
   std::string device = "cpu";
-  std::string python;
   std::string baseline_workers = "0,1,2";
+  std::string peers = "dataloader,stateful,litdata";
 };
-
-// The DataLoader peer. argv: release seq_len micro_batch seconds step_ms step_batches workers...
-// Prints one line per configuration: "<num_workers> <step_ms> <tokens/s> <wait share>".
-constexpr const char* kBaseline = R"PY(
-import json, os, sys, time
-import numpy as np, torch
-rel, S, M, secs, step_ms, step_n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-m = json.load(open(os.path.join(rel, "manifest.json")))
-st = m["sample_tokens"]; dt = np.uint16 if m["token_dtype"] == "uint16" else np.int32
-shards = [(s["first_sample"], s["samples"], os.path.join(rel, s["bin"]["path"])) for s in m["splits"]["train"]["shards"]]
-class DS(torch.utils.data.Dataset):
-    maps = None
-    def __len__(self): return m["splits"]["train"]["samples"]
-    def __getitem__(self, i):
-        if self.maps is None: self.maps = [np.memmap(p, dtype=dt, mode="r") for _, _, p in shards]
-        for k, (f, c, _) in enumerate(shards):
-            if f <= i < f + c:
-                j = i - f
-                x = torch.from_numpy(self.maps[k][j * st:(j + 1) * st].astype(np.int64))
-                return {"input_ids": x[:-1], "labels": x[1:]}
-def forever(w):
-    while True:
-        for b in torch.utils.data.DataLoader(DS(), batch_size=M, shuffle=True, num_workers=w, pin_memory=torch.cuda.is_available(), drop_last=True):
-            yield b
-for step, n in ((0.0, 1 << 40), (step_ms / 1000, step_n)):
-    for w in [int(x) for x in sys.argv[7:]]:
-        it = forever(w); next(it); next(it)
-        tok = 0; wait = 0.0; t0 = time.perf_counter(); i = 0
-        while i < n and (step or i < 10 or time.perf_counter() - t0 < secs):
-            i += 1
-            w0 = time.perf_counter(); b = next(it); wait += time.perf_counter() - w0
-            tok += b["input_ids"].numel()
-            if step: time.sleep(step)
-        total = time.perf_counter() - t0
-        print(w, step * 1000, tok / total, wait / total, flush=True)
-)PY";
 
 struct Measured {
   double tokens_per_s = 0;
   double gb_per_s = 0;
   double wait_share = 0;
+  double cpu_s_per_btok = 0;  // CPU seconds of the whole process (every thread) per 1e9 tokens
 };
+
+double ProcessCpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 // Runs `batches` batches, or with batches < 0 for f.seconds (at least 10 batches).
 absl::StatusOr<Measured> RunOurs(const LoaderBenchFlags& f, uint32_t fields, double step_ms,
@@ -102,6 +79,7 @@ absl::StatusOr<Measured> RunOurs(const LoaderBenchFlags& f, uint32_t fields, dou
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(l->Next().status());
   double wait = 0;
   uint64_t tokens = 0, bytes = 0;
+  const double cpu0 = ProcessCpuSeconds();
   Stopwatch total;
   for (int i = 0; batches >= 0 ? i < batches : (i < 10 || total.Seconds() < f.seconds); ++i) {
     Stopwatch w;
@@ -113,10 +91,14 @@ absl::StatusOr<Measured> RunOurs(const LoaderBenchFlags& f, uint32_t fields, dou
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(step_ms * 1000)));
   }
   const double secs = total.Seconds();
-  return Measured{tokens / secs, bytes / secs / 1e9, wait / secs};
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  return Measured{tokens / secs, bytes / secs / 1e9, wait / secs, cpu / tokens * 1e9};
 }
 
-std::string PythonInterpreter(const std::string& given) { return FindPython(given, "torch, numpy"); }
+// One peer configuration's figures over the repetitions.
+struct PeerSamples {
+  std::vector<double> tokens_per_s, wait_pct, cpu_s_per_btok;
+};
 
 absl::Status Run(LoaderBenchFlags f) {
   Report report("loader", f.options);
@@ -158,57 +140,77 @@ absl::Status Run(LoaderBenchFlags f) {
     return sw.Seconds() * 1000;
   }));
 
-  // The peer, all configurations in one process run per repetition.
-  const std::string py = PythonInterpreter(f.python);
+  // The peers: bench/python/bench_loader.py --peers-only, one run per repetition (each run measures
+  // every peer at every num_workers once; the median is over runs).
   std::vector<std::string> workers = absl::StrSplit(f.baseline_workers, ',', absl::SkipEmpty());
-  std::map<std::string, std::vector<double>> peer_tps, peer_wait;  // key: workers
+  std::map<std::string, PeerSamples> peer;  // key: "<peer> w=<workers>"
+  std::vector<std::string> peer_names;
   std::string peer_note;
-  {
-    const std::string script = tmp.empty() ? "/tmp/grist_bench_loader_baseline.py"
-                                           : tmp + "/baseline.py";
-    RETURN_IF_ERROR(WriteFileAtomic(Env::Default(), script, kBaseline));
-    std::string cmd = absl::StrCat(py, " ", script, " ", f.release, " ", f.seq_len, " ",
-                                   f.micro_batch, " ", f.seconds, " ", f.step_ms, " ", f.step_batches);
-    for (const auto& w : workers) absl::StrAppend(&cmd, " ", w);
-    for (int rep = 0; rep < f.options.repetitions; ++rep) {
-      auto r = RunCommand(cmd);
-      if (!r.ok() || r->exit_code != 0) {
-        peer_note = absl::StrCat("DataLoader peer unavailable: ", py,
-                                 " with torch and numpy failed (exit ", r.ok() ? r->exit_code : -1, ")");
-        break;
+  for (int rep = 0; rep < f.options.repetitions; ++rep) {
+    auto r = RunPythonPeer(
+        "bench_loader.py", "torch,numpy",
+        {"--peers-only", "--release", f.release, "--micro-batch", absl::StrCat(f.micro_batch),
+         "--seconds", absl::StrCat(f.seconds), "--step-ms", absl::StrCat(f.step_ms),
+         "--step-batches", absl::StrCat(f.step_batches), "--workers", f.baseline_workers,
+         "--peers", f.peers, "--repetitions", "1", "--device", f.device});
+    if (!r.ok()) {  // one line: the last of the script's output
+      std::vector<absl::string_view> lines =
+          absl::StrSplit(r.status().message(), '\n', absl::SkipWhitespace());
+      peer_note = absl::StrCat("peers unavailable: ", lines.empty() ? "" : lines.front(),
+                               lines.size() > 1 ? " ... " : "", lines.size() > 1 ? lines.back() : "");
+      break;
+    }
+    if (rep == 0) {
+      peer_names = absl::StrSplit(PeerJsonString(r->json, "peers"), ',', absl::SkipEmpty());
+      std::string versions = absl::StrCat("torch ", PeerJsonString(r->json, "torch"));
+      for (const char* v : {"torchdata", "litdata"}) {
+        std::string ver = PeerJsonString(r->json, v);
+        if (!ver.empty()) absl::StrAppend(&versions, ", ", v, " ", ver);
       }
-      for (absl::string_view line : absl::StrSplit(r->output, '\n', absl::SkipEmpty())) {
-        std::vector<std::string> v = absl::StrSplit(line, ' ', absl::SkipEmpty());
-        if (v.size() != 4) continue;
-        const std::string key = absl::StrCat(v[0], "@", std::atof(v[1].c_str()) > 0 ? "step" : "noop");
-        peer_tps[key].push_back(std::atof(v[2].c_str()) / 1e6);
-        peer_wait[key].push_back(std::atof(v[3].c_str()) * 100);
+      report.SetParam("peers (bench/python/bench_loader.py)", absl::StrCat(
+          absl::StrJoin(peer_names, ", "), " (", versions, "; ", r->python, ")"));
+    }
+    for (const auto& p : peer_names) {
+      for (const auto& w : workers) {
+        const std::string key = absl::StrCat(p, " w=", w);
+        PeerSamples& ps = peer[key];
+        const double tps = PeerJsonNumber(r->json, key + " noop tokens_per_s", -1);
+        const double wait = PeerJsonNumber(r->json, key + " step wait_share", -1);
+        const double cpu = PeerJsonNumber(r->json, key + " step cpu_s_per_btok", -1);
+        if (tps >= 0) ps.tokens_per_s.push_back(tps / 1e6);
+        if (wait >= 0) ps.wait_pct.push_back(wait * 100);
+        if (cpu >= 0) ps.cpu_s_per_btok.push_back(cpu);
       }
     }
   }
-  std::optional<Stats> best_tps, best_wait;
-  std::string best_tps_name, best_wait_name;
-  for (const auto& w : workers) {
-    auto it = peer_tps.find(w + "@noop");
-    if (it != peer_tps.end()) {
-      Stats s = Stats::Of(it->second);
-      report.AddNote(absl::StrFormat("DataLoader num_workers=%s, no-op consumer: %.1f M tokens/s",
-                                     w, s.median));
-      if (!best_tps || s.median > best_tps->median) {
-        best_tps = s;
-        best_tps_name = w;
+  // The strongest peer configuration for each figure: most tokens/s, least wait, least CPU.
+  std::optional<Stats> best_tps, best_wait, best_cpu;
+  std::string best_tps_name, best_wait_name, best_cpu_name;
+  for (const auto& [key, ps] : peer) {
+    if (ps.tokens_per_s.empty()) continue;
+    Stats t = Stats::Of(ps.tokens_per_s);
+    std::string line = absl::StrFormat("%s: no-op consumer %.1f M tokens/s", key, t.median);
+    if (!best_tps || t.median > best_tps->median) {
+      best_tps = t;
+      best_tps_name = key;
+    }
+    if (!ps.wait_pct.empty()) {
+      Stats w = Stats::Of(ps.wait_pct);
+      absl::StrAppendFormat(&line, "; %.0f ms step: waits %.2f%% of the time", f.step_ms, w.median);
+      if (!best_wait || w.median < best_wait->median) {
+        best_wait = w;
+        best_wait_name = key;
       }
     }
-    auto jt = peer_wait.find(w + "@step");
-    if (jt != peer_wait.end()) {
-      Stats s = Stats::Of(jt->second);
-      report.AddNote(absl::StrFormat("DataLoader num_workers=%s, %.0f ms step: waits %.2f%% of the time",
-                                     w, f.step_ms, s.median));
-      if (!best_wait || s.median < best_wait->median) {
-        best_wait = s;
-        best_wait_name = w;
+    if (!ps.cpu_s_per_btok.empty()) {
+      Stats c = Stats::Of(ps.cpu_s_per_btok);
+      absl::StrAppendFormat(&line, ", %.1f CPU s per 1e9 tokens", c.median);
+      if (!best_cpu || c.median < best_cpu->median) {
+        best_cpu = c;
+        best_cpu_name = key;
       }
     }
+    report.AddNote(line);
   }
 
   struct Config {
@@ -224,22 +226,28 @@ absl::Status Run(LoaderBenchFlags f) {
       return m.tokens_per_s / 1e6;
     }));
     Figure fig{absl::StrCat("tokens/s, no-op consumer, ", c.label), "M tokens/s", tps,
-               absl::StrCat("DataLoader memmap, best num_workers (", best_tps_name, ")"), best_tps,
-               peer_note};
+               absl::StrCat("fastest peer (", best_tps_name, ")"), best_tps, peer_note};
     fig.target = ">= 3 x peer";
     report.AddFigure(fig);
     report.AddNote(absl::StrFormat("grist %s: %.2f GB/s of tensors delivered (median)", c.label,
                                    Stats::Of(gbs).median));
+    std::vector<double> cpus;
     ASSIGN_OR_RETURN(Stats wait, Repeat(f.options, [&]() -> absl::StatusOr<double> {
       ASSIGN_OR_RETURN(Measured m, RunOurs(f, c.fields, f.step_ms, f.step_batches));
+      cpus.push_back(m.cpu_s_per_btok);
       return m.wait_share * 100;
     }));
     Figure wfig{absl::StrCat("consumer waits, ", f.step_ms, " ms step, ", c.label), "% of time",
-                wait, absl::StrCat("DataLoader memmap, least-waiting num_workers (", best_wait_name, ")"),
-                best_wait, peer_note};
+                wait, absl::StrCat("least-waiting peer (", best_wait_name, ")"), best_wait, peer_note};
     wfig.higher_is_better = false;
     wfig.target = "< 1 %";
     report.AddFigure(wfig);
+    Figure cfig{absl::StrCat("loader CPU per 1e9 tokens, ", f.step_ms, " ms step, ", c.label),
+                "CPU s", Stats::Of(cpus), absl::StrCat("least-CPU peer (", best_cpu_name, ")"),
+                best_cpu, peer_note};
+    cfig.higher_is_better = false;
+    cfig.target = "< peer";
+    report.AddFigure(cfig);
   }
   Figure sfig{"start-up: open + first batch", "ms", startup, "", std::nullopt,
               "no peer; see scripts/gpu/loader.sh for start-up versus dataset size"};
@@ -261,8 +269,10 @@ BenchRunner Setup(CLI::App* app) {
   app->add_option("--workers", f->workers, "grist fill threads (0: min(4, CPUs))");
   app->add_option("--prefetch", f->prefetch, "Batches prefetched");
   app->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app->add_option("--python", f->python, "Python with torch and numpy for the DataLoader peer");
-  app->add_option("--baseline-workers", f->baseline_workers, "DataLoader num_workers to measure");
+  app->add_option("--baseline-workers", f->baseline_workers, "Peer num_workers to measure");
+  app->add_option("--peers", f->peers,
+                  "Peers of bench/python/bench_loader.py: dataloader, stateful (torchdata), "
+                  "litdata (Python: $GRIST_PYTHON, see docs/bench.md)");
   return [f]() {
     // --quick (grist bench all): a smaller synthetic release, shorter measurements, fewer peers.
     // Values given on the command line are kept.
@@ -278,7 +288,8 @@ BenchRunner Setup(CLI::App* app) {
 }
 
 GRIST_REGISTER_BENCH(loader, "loader",
-                     "Loader tokens/s and consumer wait vs torch DataLoader over memmap", Setup);
+                     "Loader tokens/s, consumer wait and CPU vs DataLoader, StatefulDataLoader, "
+                     "LitData", Setup);
 
 }  // namespace
 }  // namespace grist::bench

@@ -32,16 +32,20 @@ struct Document {
   std::string id() const { return absl::StrCat(source, ":", line); }
 };
 
-enum class InputFormat { kJsonl, kJsonlGzip, kJsonlZstd, kText, kTextGzip, kTextZstd };
+// kParquet (a *.parquet file) and kHfDataset (a Hugging Face dataset named by an input spec
+// "hf-dataset:NAME[:split]", common/input_plan.h) are read through the project's Python reader, one
+// row per record (common/records.h).
+enum class InputFormat { kJsonl, kJsonlGzip, kJsonlZstd, kText, kTextGzip, kTextZstd, kParquet, kHfDataset };
 
-// The format of a file by its name (the table in common/records.h).
+// The format of an input by its name (the table in common/records.h).
 InputFormat FormatOf(const std::string& path);
 
 inline bool IsJsonFormat(InputFormat f) {
   return f == InputFormat::kJsonl || f == InputFormat::kJsonlGzip || f == InputFormat::kJsonlZstd;
 }
 inline bool IsCompressedFormat(InputFormat f) {
-  return f != InputFormat::kJsonl && f != InputFormat::kText;
+  return f == InputFormat::kJsonlGzip || f == InputFormat::kJsonlZstd ||
+         f == InputFormat::kTextGzip || f == InputFormat::kTextZstd;
 }
 
 struct InputOptions {
@@ -54,8 +58,8 @@ struct InputOptions {
 };
 
 struct InputFile {
-  std::string path;
-  uint64_t size = 0;
+  std::string path;  // a file, or for kHfDataset the input spec "hf-dataset:NAME[:split]"
+  uint64_t size = 0;  // 0 for a dataset
   InputFormat format = InputFormat::kJsonl;
 };
 

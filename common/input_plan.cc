@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/documents_format.h"
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
+#include "common/internal/python_records.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 
@@ -22,7 +24,9 @@ bool IsJsonName(const std::string& name) {
 }  // namespace
 
 InputFormat FormatOf(const std::string& path) {
+  if (path.rfind(kHfDatasetPrefix, 0) == 0) return InputFormat::kHfDataset;
   std::string name = BaseName(path);
+  if (EndsWith(name, ".parquet")) return InputFormat::kParquet;
   if (EndsWith(name, ".gz")) {
     return IsJsonName(name.substr(0, name.size() - 3)) ? InputFormat::kJsonlGzip
                                                        : InputFormat::kTextGzip;
@@ -74,7 +78,10 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
   if (paths.empty()) return absl::InvalidArgumentError("no input paths given");
   std::vector<InputFile> out;
   for (const auto& p : paths) {
-    if (env->IsDirectory(p)) {
+    if (p.rfind(kHfDatasetPrefix, 0) == 0) {
+      RETURN_IF_ERROR(HfDatasetInput(p.substr(kHfDatasetPrefix.size())).status());
+      out.push_back({p, 0, InputFormat::kHfDataset});
+    } else if (env->IsDirectory(p)) {
       RETURN_IF_ERROR(Walk(env, p, &out));
     } else if (env->FileExists(p)) {
       ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
@@ -84,6 +91,47 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
     }
   }
   return out;
+}
+
+absl::StatusOr<std::string> HfDatasetInput(std::string_view spec) {
+  if (spec.empty() || spec.front() == ':') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset \"", std::string(spec),
+                     "\": give NAME or NAME:split (a Hub name or a local folder)"));
+  }
+  return std::string(kHfDatasetPrefix) + std::string(spec);
+}
+
+absl::StatusOr<std::vector<std::string>> ConfigInputs(const Config& c) {
+  ASSIGN_OR_RETURN(std::vector<std::string> out, c.GetStringList("inputs.paths", {}));
+  ASSIGN_OR_RETURN(std::vector<std::string> datasets, c.GetStringList("inputs.hf_datasets", {}));
+  for (const std::string& d : datasets) {
+    auto in = HfDatasetInput(d);
+    if (!in.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config ", c.source(), ": key 'inputs.hf_datasets': ", in.status().message()));
+    }
+    out.push_back(*std::move(in));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config ", c.source(), ": key 'inputs.paths': must name at least one input "
+        "(or name datasets in inputs.hf_datasets)"));
+  }
+  return out;
+}
+
+absl::StatusOr<Hash128> HashInput(Env* env, const InputFile& file) {
+  if (file.format != InputFormat::kHfDataset) return HashFile128(env, file.path);
+  ASSIGN_OR_RETURN(std::unique_ptr<internal::ByteSource> src, internal::OpenPythonRecords(file, ""));
+  Hasher128 h;
+  internal::Buffer buf(internal::kReadChunk);
+  while (true) {
+    ASSIGN_OR_RETURN(size_t got, src->Read(buf.data(), buf.size));
+    if (got == 0) break;
+    h.Update(buf.data(), got);
+  }
+  return h.Digest();
 }
 
 absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<InputFile>& files,

@@ -12,16 +12,34 @@
 
 #include "absl/status/statusor.h"
 #include "common/document.h"
+#include "common/hash.h"
 
 namespace grist {
 
+class Config;
 class Env;
 class ThreadPool;
 
 // Expands `paths` (files and directories) into input files, in the documented order. An empty list,
 // a missing path or an unreadable directory is an error naming the path. Hidden files (".name") in
-// directories are skipped.
+// directories are skipped. A path that begins with kHfDatasetPrefix names a Hugging Face dataset
+// (one input of format kHfDataset, size 0; nothing on disk is checked here: the reader loads it).
 absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<std::string>& paths);
+
+// Hugging Face datasets as inputs. The input spec of a dataset is kHfDatasetPrefix + "NAME[:split]":
+// NAME is a Hub name or a local folder (one written by save_to_disk, or of data files), split defaults
+// to "train" (python/grist/hf.py, records mode, loads it). `grist clean --hf-dataset SPEC` and the
+// key inputs.hf_datasets of `grist build` add such inputs after the paths.
+inline constexpr std::string_view kHfDatasetPrefix = "hf-dataset:";
+// kHfDatasetPrefix + spec; an empty spec, or a NAME that is empty, is an error.
+absl::StatusOr<std::string> HfDatasetInput(std::string_view spec);
+// The inputs a release config names, in order: inputs.paths (files and folders), then
+// inputs.hf_datasets (each through HfDatasetInput). Either key may be absent; naming no input at
+// all, or a key of the wrong type, is an error naming the config and key.
+absl::StatusOr<std::vector<std::string>> ConfigInputs(const Config& config);
+// The content hash of an input for a manifest: XXH3-128 of the file's bytes; for a dataset, of the
+// JSON Lines its reader streams (every row, docs/hf.md), read once more for this.
+absl::StatusOr<Hash128> HashInput(Env* env, const InputFile& file);
 // Whether a file name is a stage report that marks its folder as a grist stage output:
 // "clean-report-*.json" (grist clean, one per task) or "dedup_report.json" (grist dedup).
 bool IsStageReportName(std::string_view name);

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
 #include "common/internal/line_reader.h"
+#include "common/internal/python_records.h"
 #include "common/internal/stream_cutter.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
@@ -367,9 +368,18 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
     return std::unique_ptr<RecordReader>(
         new TextReader(std::move(src), file.path, options, lines_before));
   }
+  bool ranged = split.begin > 0 || split.end != UINT64_MAX;
+  if (internal::IsPythonFormat(file.format)) {
+    // One JSON object per row from the Python reader: line numbers are 1-based row numbers.
+    if (ranged) return absl::InvalidArgumentError(absl::StrCat(file.path, ": this input cannot be split"));
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> rows,
+                     internal::OpenPythonRecords(file, options.text_field));
+    auto r = std::make_unique<JsonlReader>(std::move(rows), nullptr, file.path, split, options);
+    RETURN_IF_ERROR(r->Init());
+    return std::unique_ptr<RecordReader>(std::move(r));
+  }
   std::unique_ptr<ByteSource> src;
   RawSource* raw = nullptr;
-  bool ranged = split.begin > 0 || split.end != UINT64_MAX;
   switch (file.format) {
     case InputFormat::kJsonl:
     case InputFormat::kText: {
@@ -403,6 +413,9 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
       src = internal::NewZstdSource(std::move(f));
       break;
     }
+    case InputFormat::kParquet:
+    case InputFormat::kHfDataset:
+      break;  // read above
   }
   bool jsonl = file.format == InputFormat::kJsonl || file.format == InputFormat::kJsonlGzip ||
                file.format == InputFormat::kJsonlZstd;

@@ -18,6 +18,12 @@
 //                                      "blocks") each blank-line-separated block is one document
 //   *.txt.gz, *.txt.zst (any other     plain text, compressed
 //     name ending .gz / .zst)
+//   *.parquet                          a Parquet file: one record per row, the text in the text
+//                                      column, every other column a metadata member; read by
+//                                      python/grist/hf.py (pyarrow) as a child process
+//                                      (common/internal/python_records.h); line = 1-based row
+//   hf-dataset:NAME[:split]            a Hugging Face dataset (Hub name or local folder, split
+//                                      default "train"), read the same way through `datasets`
 //   a directory                        walked recursively in bytewise name order; every regular file
 //                                      in it is an input by the rules above (so a folder of
 //                                      one-document files such as the 20newsgroups posts works),

@@ -76,8 +76,7 @@ absl::StatusOr<BuildConfig> ReadBuildConfig(
   ASSIGN_OR_RETURN(int64_t seed, c.RequireInt("seed"));
   if (seed < 0) return KeyError(c, "seed", "must be >= 0");
   b.seed = static_cast<uint64_t>(seed);
-  ASSIGN_OR_RETURN(b.inputs, c.RequireStringList("inputs.paths"));
-  if (b.inputs.empty()) return KeyError(c, "inputs.paths", "must name at least one input");
+  ASSIGN_OR_RETURN(b.inputs, ConfigInputs(c));  // inputs.paths, then inputs.hf_datasets
   ASSIGN_OR_RETURN(b.clean_enabled, c.GetBool("clean.enabled", true));
   if (b.clean_enabled) {
     ASSIGN_OR_RETURN(b.clean, clean::CleanOptions::FromConfig(c));
@@ -784,7 +783,7 @@ struct PublishOptions {
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<InputFile>& files) {
   std::vector<shard::FileInfo> inputs;
   for (const InputFile& f : files) {
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, f.path));
+    ASSIGN_OR_RETURN(Hash128 h, HashInput(env, f));
     inputs.push_back({f.path, f.size, h});
   }
   return inputs;

@@ -63,6 +63,15 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 echo "setup: installing requirements.txt into $VENV (torch and the benchmark peers; a few minutes)"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -r "$REQ"
+# requirements.txt pins every package the environment holds (a complete lock), so it is installed
+# as it is, without resolving dependencies again (which would add LitData's torchvision), and
+# whatever an earlier lock installed that this one does not list is removed.
+"$VENV/bin/python" -m pip install -q --no-deps -r "$REQ"
+extra=$(comm -23 <("$VENV/bin/python" -m pip freeze --exclude-editable | sed 's/[=@ ].*//' | tr 'A-Z_' 'a-z-' | sort) \
+                 <(sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p' "$REQ" | tr 'A-Z_' 'a-z-' | sort))
+if [[ -n "$extra" ]]; then
+  echo "setup: removing packages requirements.txt no longer lists: $(echo $extra)"
+  "$VENV/bin/python" -m pip uninstall -q -y $extra
+fi
 echo "$want" >"$STAMP"
 echo "setup: Python environment done"

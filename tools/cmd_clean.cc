@@ -8,6 +8,7 @@
 #include "clean/run_clean.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/input_plan.h"
 #include "common/stage.h"
 #include "common/status_macros.h"
 #include "tools/command.h"
@@ -19,6 +20,7 @@ namespace {
 struct CleanFlags {
   CommonFlags common;
   std::vector<std::string> inputs;
+  std::vector<std::string> hf_datasets;  // NAME[:split], read after the --input paths
   std::string output;
   std::string config;
   ConfigFlags options;  // one per key of CleanOptions::Table()
@@ -27,8 +29,12 @@ struct CleanFlags {
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<CleanFlags>();
   app->add_option("--input", f->inputs,
-                  "Input files or folders (JSONL, .jsonl.gz, .jsonl.zst, .txt, folders of files)")
-      ->required()
+                  "Input files or folders (JSONL, .jsonl.gz, .jsonl.zst, .txt, .parquet, folders "
+                  "of files)")
+      ->expected(1, -1);
+  app->add_option("--hf-dataset", f->hf_datasets,
+                  "A Hugging Face dataset to read after the --input paths: NAME[:split] (Hub name "
+                  "or local folder, split default train; needs Python with datasets, docs/hf.md)")
       ->expected(1, -1);
   app->add_option("--output", f->output,
                   "Output folder: kept parts, rejects/ and the report (see docs/clean.md)")
@@ -38,6 +44,14 @@ Runner Setup(CLI::App* app) {
   f->options.Add(app, clean::CleanOptions::Table().Describe());
   AddCommonFlags(app, &f->common);
   return [f]() -> absl::Status {
+    if (f->inputs.empty() && f->hf_datasets.empty()) {
+      return UsageError("give --input PATH... or --hf-dataset NAME[:split] (or both)");
+    }
+    for (const std::string& d : f->hf_datasets) {
+      auto in = HfDatasetInput(d);
+      if (!in.ok()) return UsageError(std::string(in.status().message()));
+      f->inputs.push_back(*std::move(in));
+    }
     RETURN_IF_ERROR(ResolveTasks(&f->common));
     Env* env = Env::Default();
     Config config;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/input_plan.h"
 #include "common/status_macros.h"
 #include "tokenize/encode.h"
 #include "tokenize/tokenizer.h"
@@ -59,7 +60,7 @@ Runner Setup(CLI::App* app) {
       ASSIGN_OR_RETURN(auto opts, tokenize::TrainOptions::FromConfig(config));
       std::vector<std::string> inputs = f->inputs;
       if (inputs.empty()) {
-        ASSIGN_OR_RETURN(inputs, config.RequireStringList("inputs.paths"));
+        ASSIGN_OR_RETURN(inputs, ConfigInputs(config));  // inputs.paths, inputs.hf_datasets
       }
       ASSIGN_OR_RETURN(auto rep, tokenize::TrainTokenizer(env, inputs, f->output, opts,
                                                           !f->common.quiet));

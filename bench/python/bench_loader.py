@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark grist.Loader against torch.utils.data.DataLoader and torchdata's StatefulDataLoader
-over numpy memmaps of the same .bin files (same batch shape, shuffle, pin_memory when CUDA is
-present), every num_workers configuration, in one run; and a blend of 3 releases against one.
+over numpy memmaps of the same .bin files, and LitData's StreamingDataLoader over the same samples
+converted once (before timing) into LitData's token chunks (litdata.optimize + TokensLoader); same
+batch shape (micro batch x seq_len, int64 input_ids and labels), shuffle, pin_memory when CUDA is
+present, every num_workers configuration, in one run; and a blend of 3 releases against one.
+MosaicML Streaming is not a peer: it cannot be installed beside the pinned environment (see
+MOSAIC_NOT_INSTALLABLE).
 
 Figures per configuration: tokens/s and GB/s delivered with a consumer that does nothing; the
 share of time a consumer with a simulated compute step (default 50 ms) waits for data; and the CPU
@@ -12,6 +16,10 @@ host-to-device copy ceiling (torch pinned tensor .to('cuda', non_blocking=True))
 them, plus start-up time versus dataset size.
 
     PYTHONPATH=build/python python bench/python/bench_loader.py [--quick] [--json out.json]
+
+With --peers-only the grist configurations are skipped and the last line of standard output is one
+flat JSON object, "<peer> w=<num_workers> <noop|step> <tokens_per_s|wait_share|cpu_s_per_btok>"
+keys plus "peers" and "versions" (what `grist bench loader` reads, bench/bench_loader.cc).
 """
 
 import argparse
@@ -32,8 +40,22 @@ try:
 except ImportError:  # the DataLoader baseline needs numpy; grist's figures do not
     np = None
 
-import grist
-from grist.loader import write_synthetic_release
+grist = None  # imported in main(): --peers-only over a given release does not need it
+
+
+def write_synthetic_release(*args, **kw):
+    from grist.loader import write_synthetic_release as write
+    return write(*args, **kw)
+
+
+MOSAIC_NOT_INSTALLABLE = (
+    "MosaicML Streaming is not a peer: mosaicml-streaming 0.13.0 (the newest; 0.11-0.13 alike) "
+    "requires numpy<2.2.0, and 0.4.1-0.10.0 require transformers<5, while requirements.txt pins "
+    "numpy 2.4.6 and transformers 5.24.0 (and 0.13.0 also xxhash<4 against the pinned 4.1.0), so "
+    "pip's resolver finds no version that installs beside torch 2.13.0 and the pinned packages")
+
+# Samples per LitData chunk: chunks hold whole samples (TokensLoader cuts blocks within a chunk).
+LITDATA_CHUNK_SAMPLES = 1024
 
 
 class MemmapDataset(torch.utils.data.Dataset):
@@ -61,6 +83,41 @@ class MemmapDataset(torch.utils.data.Dataset):
                 x = torch.from_numpy(self.maps[k][j * self.st:(j + 1) * self.st].astype(np.int64))
                 return {"input_ids": x[:-1], "labels": x[1:]}
         raise IndexError(i)
+
+
+def _litdata_samples(job):
+    """litdata.optimize's fn: the samples of one shard, in order, as uint16/int32 arrays."""
+    path, dtype, st, count = job
+    tokens = np.memmap(path, dtype=dtype, mode="r")
+    for j in range(count):
+        yield np.array(tokens[j * st:(j + 1) * st])
+
+
+def _litdata_collate(items):
+    """The DataLoader peers' batch: int64 input_ids/labels, made in the worker like theirs."""
+    x = torch.from_numpy(np.stack(items).astype(np.int64))
+    return {"input_ids": x[:, :-1], "labels": x[:, 1:]}
+
+
+def to_litdata(ds, out):
+    """Writes the split's samples of MemmapDataset `ds`, in order, as LitData token chunks in `out`
+    (once, outside the timed part) and checks that every sample reads back equal. Returns seconds."""
+    from litdata import StreamingDataset, TokensLoader, optimize
+    t0 = time.perf_counter()
+    jobs = [(p, ds.dtype, ds.st, count) for _, count, p in ds.shards]
+    optimize(fn=_litdata_samples, inputs=jobs, output_dir=out, chunk_size=ds.st * LITDATA_CHUNK_SAMPLES,
+             item_loader=TokensLoader(), num_workers=1, mode="overwrite", verbose=False,
+             reorder_files=False)
+    seconds = time.perf_counter() - t0
+    check = StreamingDataset(out, item_loader=TokensLoader(block_size=ds.st), shuffle=False)
+    if len(check) != len(ds):
+        raise RuntimeError(f"LitData conversion: {len(check)} samples, the release has {len(ds)}")
+    for i in range(len(ds)):
+        want = ds[i]["input_ids"].numpy()
+        got = np.asarray(check[i])
+        if not (np.array_equal(got[:-1], want) and got[-1] == ds[i]["labels"][-1].item()):
+            raise RuntimeError(f"LitData conversion: sample {i} differs from the release")
+    return seconds
 
 
 def _proc_cpu(pid):
@@ -192,14 +249,20 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--startup-sizes", default="", help="e.g. 10000,100000,1000000")
-    ap.add_argument("--peers", default="dataloader,stateful",
-                    help="peers to run: dataloader (torch DataLoader), stateful (torchdata)")
+    ap.add_argument("--peers", default="dataloader,stateful,litdata",
+                    help="peers to run: dataloader (torch DataLoader), stateful (torchdata), "
+                         "litdata (LitData StreamingDataLoader)")
+    ap.add_argument("--peers-only", action="store_true",
+                    help="measure the peers only; the last line is their flat JSON (see above)")
     ap.add_argument("--blend", type=int, default=3,
                     help="releases in the blend compared with one release (0: skip)")
     ap.add_argument("--quick", action="store_true",
                     help="a short run: 1024 samples of 512 tokens, 0.5 s, 1 repetition, 20 steps")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if not (a.peers_only and a.release):
+        global grist
+        import grist
     if a.quick:
         a.samples, a.seq_len, a.seconds, a.repetitions = 1024, 512, 0.5, 1
         a.step_batches = 20
@@ -239,11 +302,51 @@ def main():
             StatefulDataLoader = None
             print("torchdata is absent: the StatefulDataLoader peer is skipped")
         want = set(a.peers.split(","))
-        peers = [("DataLoader", torch.utils.data.DataLoader)] if "dataloader" in want else []
-        if StatefulDataLoader is not None and "stateful" in want:
-            peers.append(("StatefulDataLoader", StatefulDataLoader))
+        versions = {"torch": torch.__version__}
+        pin = torch.cuda.is_available()
+
+        def memmap_peer(cls):
+            return lambda w: loop_forever(lambda: cls(
+                ds, batch_size=m, shuffle=True, num_workers=w, pin_memory=pin,
+                drop_last=True, persistent_workers=False,
+                generator=torch.Generator().manual_seed(0)))
+
+        peers = [("DataLoader memmap", memmap_peer(torch.utils.data.DataLoader))] \
+            if "dataloader" in want and ds is not None else []
+        if StatefulDataLoader is not None and "stateful" in want and ds is not None:
+            import torchdata
+            versions["torchdata"] = getattr(torchdata, "__version__", "?")
+            peers.append(("StatefulDataLoader memmap", memmap_peer(StatefulDataLoader)))
+        if "litdata" in want and ds is not None:
+            os.environ.setdefault("LITDATA_CACHE_DIR", os.path.join(tmp, "litdata-cache"))
+            try:
+                import litdata
+            except ImportError as e:
+                print(f"litdata is absent ({e}): the LitData peer is skipped")
+            else:
+                versions["litdata"] = litdata.__version__
+                lit_dir = os.path.join(tmp, "litdata")
+                secs = to_litdata(ds, lit_dir)
+                print(f"LitData {litdata.__version__}: the release's {len(ds)} samples converted "
+                      f"once to token chunks in {secs:.2f} s (not timed below), every sample "
+                      f"read back equal", flush=True)
+
+                def lit(w):
+                    dl = litdata.StreamingDataLoader(
+                        litdata.StreamingDataset(
+                            lit_dir, item_loader=litdata.TokensLoader(block_size=ds.st),
+                            shuffle=True, seed=0, drop_last=True),
+                        batch_size=m, num_workers=w, pin_memory=pin, drop_last=True,
+                        collate_fn=_litdata_collate)
+                    return loop_forever(lambda: dl)
+                peers.append(("LitData StreamingDataLoader", lit))
+        try:
+            import streaming  # noqa: F401  (MosaicML Streaming)
+            print("MosaicML Streaming is importable here but has no peer in this benchmark")
+        except ImportError:
+            print(MOSAIC_NOT_INSTALLABLE)
         blend_rels = []
-        if a.blend >= 2:
+        if a.blend >= 2 and not a.peers_only:
             for k in range(a.blend):
                 d = os.path.join(tmp, f"blend{k}")
                 write_synthetic_release(d, samples=max(a.samples // a.blend, 64), seq_len=a.seq_len,
@@ -251,17 +354,13 @@ def main():
                                         mean_document_tokens=500, seed=100 + k)
                 blend_rels.append(d)
 
-        pin = torch.cuda.is_available()
         for step_s, batches in ((0.0, None), (a.step_ms / 1000, a.step_batches)):
-            for peer, cls in peers:
-                for w in [int(x) for x in a.workers.split(",") if x != "" and ds is not None]:
-                    def mk(w=w, cls=cls):
-                        return loop_forever(lambda: cls(
-                            ds, batch_size=m, shuffle=True, num_workers=w, pin_memory=pin,
-                            drop_last=True, persistent_workers=False,
-                            generator=torch.Generator().manual_seed(0)))
-                    measure(f"{peer} memmap num_workers={w} pin_memory={pin}", mk, step_s,
-                            batches)
+            for peer, make in peers:
+                for w in [int(x) for x in a.workers.split(",") if x != ""]:
+                    measure(f"{peer} num_workers={w} pin_memory={pin}",
+                            lambda w=w, make=make: make(w), step_s, batches)
+            if a.peers_only:
+                continue
             for fields, label in ((["input_ids", "labels"], "input_ids+labels"),
                                   (None, "all fields")):
                 def mk(fields=fields):
@@ -279,7 +378,18 @@ def main():
                 measure(f"grist.Loader blend of {len(blend_rels)} all fields device={a.device}",
                         mk, step_s, batches)
 
-        base = [r for r in results if "Loader memmap" in r["config"] and r["step_ms"] == 0]
+        if a.peers_only:
+            flat = {"peers": ",".join(p for p, _ in peers), "versions": versions}
+            for r in results:
+                peer, rest = r["config"].split(" num_workers=")
+                key = f"{peer} w={rest.split()[0]} {'step' if r['step_ms'] > 0 else 'noop'}"
+                for k in ("tokens_per_s", "wait_share", "cpu_s_per_btok"):
+                    flat[f"{key} {k}"] = r[k]
+            print(json.dumps(flat))
+            return 0
+        peer_names = [p for p, _ in peers]
+        base = [r for r in results if any(r["config"].startswith(p + " ") for p in peer_names)
+                and r["step_ms"] == 0]
         ours = [r for r in results if r["config"].startswith("grist") and r["step_ms"] == 0]
         summary = {}
         best = max(base, key=lambda r: r["tokens_per_s"]) if base else None
@@ -291,8 +401,8 @@ def main():
             print(f"ratio {r['config']} / best baseline ({best['config']}): "
                   f"{r['tokens_per_s'] / best['tokens_per_s']:.2f}x")
         stepped = [r for r in results if r["step_ms"] > 0]
-        for peer in ("DataLoader memmap", "StatefulDataLoader memmap"):
-            rs = [r for r in stepped if r["config"].startswith(peer)]
+        for peer in peer_names:
+            rs = [r for r in stepped if r["config"].startswith(peer + " ")]
             if rs:
                 bw = min(rs, key=lambda r: r["wait_share"])
                 summary[f"{peer} best wait at step"] = [bw["config"], bw["wait_share"],
@@ -325,7 +435,7 @@ def main():
             for n, t in st:
                 print(f"start-up (open + first batch), {n} samples: {t * 1000:.1f} ms")
         env = {"host": platform.node(), "cpu": platform.processor(), "cpus": os.cpu_count(),
-               "python": platform.python_version(), "torch": torch.__version__,
+               "python": platform.python_version(), **versions,
                "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                "seq_len": s, "micro_batch": m}

@@ -11,10 +11,17 @@ batch_size=None. The view runs in the main process (num_workers=0, the default):
 already prefetches in its own C++ threads, and a DataLoader worker process would only add a copy
 of every batch through shared memory while breaking the state's meaning (the main process's
 DataLoader prefetches from workers, so the loader's position would run ahead of what the trainer
-consumed). Iterating it inside a DataLoader worker raises RuntimeError saying so.
+consumed). Iterating it inside a DataLoader worker raises RuntimeError saying so, and so does
+pickling it (what a spawn or forkserver worker needs), in the main process before any worker starts.
 """
 
 import torch
+
+_MAIN_PROCESS_ONLY = (
+    "grist.data.Dataset runs in the main process: use DataLoader(..., num_workers=0, "
+    "batch_size=None). grist.Loader prefetches in its own threads; worker processes would only "
+    "copy batches between processes and make the resume state run ahead of the batches the "
+    "trainer consumed.")
 
 
 class Dataset(torch.utils.data.IterableDataset):
@@ -27,14 +34,12 @@ class Dataset(torch.utils.data.IterableDataset):
         self.loader = loader
 
     def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        if info is not None:
-            raise RuntimeError(
-                "grist.data.Dataset runs in the main process: use DataLoader(..., num_workers=0, "
-                "batch_size=None). grist.Loader prefetches in its own threads; worker processes "
-                "would only copy batches between processes and make the resume state run ahead "
-                "of the batches the trainer consumed.")
+        if torch.utils.data.get_worker_info() is not None:
+            raise RuntimeError(_MAIN_PROCESS_ONLY)
         return iter(self.loader)
+
+    def __reduce__(self):
+        raise RuntimeError(_MAIN_PROCESS_ONLY)
 
     def __len__(self):
         return len(self.loader)

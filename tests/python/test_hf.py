@@ -144,3 +144,168 @@ def test_parquet_input_builds_a_release(corpus):
     assert total["documents_removed"] >= 2  # the two exact duplicates
     assert m["splits"]["train"]["documents"] + m["splits"]["validation"]["documents"] == \
         total["documents_in_shards"]
+
+
+# Parquet files and `datasets` datasets read by the stages themselves (grist clean --input
+# x.parquet / --hf-dataset, inputs.paths / inputs.hf_datasets of grist build): the C++ record reader
+# runs python/grist/hf.py in its records mode as a child process.
+
+def rows_as_jsonl(table, path):
+    """The rows of a pyarrow table as the JSONL file a user would have written: one object per row,
+    columns in schema order."""
+    with open(path, "w", encoding="utf-8") as f:
+        for row in table.to_pylist():
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def kept_and_rejected(folder):
+    """(kept, rejected) records of a clean output folder, in order, without their provenance."""
+    def read(pattern):
+        out = []
+        for part in sorted(glob.glob(pattern)):
+            out += [json.loads(l) for l in subprocess.run(["zstd", "-dcq", part], check=True,
+                                                          capture_output=True).stdout.splitlines()]
+        return out
+    return read(str(folder / "*.jsonl.zst")), read(str(folder / "rejects" / "*.jsonl.zst"))
+
+
+def test_clean_reads_parquet_rows_as_records(corpus):
+    tmp, files, texts, ids = corpus
+    out = tmp / "pq-clean"
+    kit.run_grist("clean", "--input", *files, "--output", out, "--quiet", "--json", tmp / "pq.json")
+    rep = json.load(open(tmp / "pq.json"))
+    assert rep["docs"]["in"] == N_DOCS + 3  # every row, the one without text included
+    assert rep["docs"]["kept"] + rep["docs"]["rejected"] == N_DOCS + 3
+    kept, rejected = kept_and_rejected(out)
+    # The row without text is rejected, named by its file and 1-based row (part-1 row 703).
+    bad = [r for r in rejected if "bad_record" in r["reasons"]]
+    assert len(bad) == 1
+    assert bad[0]["error"] == f"{files[1]}:703: text field 'text' is not a string"
+    assert bad[0]["grist"] == {"src": files[1], "line": 703}
+    assert json.loads(bad[0]["text"]) == {"text": None, "id": "no-text", "lang": "en"}
+    # Kept records: the Parquet row's columns in meta, provenance (file, row) in order.
+    assert kept and all(sorted(k["meta"]) == ["id", "lang"] and k["meta"]["lang"] == "en"
+                        for k in kept)
+    lines = [(k["grist"]["src"], k["grist"]["line"]) for k in kept]
+    assert lines == sorted(lines, key=lambda x: (files.index(x[0]), x[1]))
+
+    # The same rows as JSONL files clean to the same documents with the same verdicts.
+    jdir = tmp / "pq-as-jsonl"
+    jdir.mkdir()
+    jfiles = []
+    for f in files:
+        j = jdir / (os.path.basename(f)[:-len(".parquet")] + ".jsonl")
+        rows_as_jsonl(pq.read_table(f), j)
+        jfiles.append(str(j))
+    kit.run_grist("clean", "--input", *jfiles, "--output", tmp / "j-clean", "--quiet")
+    jkept, jrejected = kept_and_rejected(tmp / "j-clean")
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "grist"} for r in recs]
+    assert strip(kept) == strip(jkept)
+    assert [r["grist"]["line"] for r in kept] == [r["grist"]["line"] for r in jkept]
+    assert len(rejected) == len(jrejected)
+
+
+def test_clean_parquet_errors_name_the_file(corpus, tmp_path):
+    tmp, files, texts, ids = corpus
+    # A missing text column: one line naming the file and the columns, exit status 1.
+    p = kit.run_grist("clean", "--input", files[0], "--output", tmp_path / "o1", "--quiet",
+                      "--text-field", "body", check=False)
+    assert p.returncode == 1, p.stderr
+    assert f"{files[0]}: no column 'body' (columns: text, id, lang)" in p.stderr
+    # No Python at all.
+    p = kit.run_grist("clean", "--input", files[0], "--output", tmp_path / "o2", "--quiet",
+                      check=False, env={**os.environ, "GRIST_PYTHON": str(tmp_path / "no-python")})
+    assert p.returncode == 1
+    assert f"{files[0]}: reading Parquet needs Python 3 with pyarrow: cannot run" in p.stderr
+    # A Python without pyarrow (a stand-in package that fails to import shadows it).
+    fake = tmp_path / "fake"
+    (fake / "pyarrow").mkdir(parents=True)
+    (fake / "pyarrow" / "__init__.py").write_text("raise ImportError(\"No module named 'pyarrow'\")\n")
+    wrapper = tmp_path / "python-without-pyarrow"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={fake} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    p = kit.run_grist("clean", "--input", files[0], "--output", tmp_path / "o3", "--quiet",
+                      check=False, env={**os.environ, "GRIST_PYTHON": str(wrapper)})
+    assert p.returncode == 1
+    assert f"{files[0]}: reading Parquet needs the Python module 'pyarrow'" in p.stderr
+    # Not a Parquet file.
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet\n")
+    p = kit.run_grist("clean", "--input", junk, "--output", tmp_path / "o4", "--quiet", check=False)
+    assert p.returncode == 1 and f"{junk}: not a readable Parquet file" in p.stderr
+
+
+def release_bytes(rel):
+    """Every file of a release except the manifest and reports (which name the inputs), by path."""
+    out = {}
+    for root, _, names in os.walk(rel):
+        for n in names:
+            path = os.path.join(root, n)
+            rp = os.path.relpath(path, rel)
+            if rp == "manifest.json" or rp.startswith("reports"):
+                continue
+            out[rp] = open(path, "rb").read()
+    return out
+
+
+def test_parquet_and_dataset_inputs_build_the_release_jsonl_builds(corpus):
+    import datasets
+    datasets.disable_progress_bars()
+    tmp, files, texts, ids = corpus
+    src = tmp / "eq"
+    src.mkdir()
+    table = pq.read_table(files[0]).slice(0, 300)  # rows 0-299 of part-0
+    pq.write_table(table, src / "rows.parquet", row_group_size=64)
+    rows_as_jsonl(table, src / "rows.jsonl")
+    ds = datasets.Dataset.from_dict(table.to_pydict())
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(10))}).save_to_disk(str(src / "ds"))
+
+    def build(name, paths=(), hf_datasets=()):
+        cfg = kit.release_config(list(paths), clean=True, dedup=True, shard_max_bytes=1 << 16)
+        cfg = cfg.replace("[inputs]\n", "[inputs]\nhf_datasets = %s\n" % json.dumps(list(hf_datasets)))
+        (tmp / f"{name}.toml").write_text(cfg)
+        kit.run_grist("build", "--config", tmp / f"{name}.toml", "--output", tmp / name, "--quiet")
+        kit.run_grist("verify", tmp / name)
+        return tmp / name
+
+    from_jsonl = build("rel-jsonl", [str(src / "rows.jsonl")])
+    from_parquet = build("rel-parquet", [str(src / "rows.parquet")])
+    from_dataset = build("rel-dataset", hf_datasets=[f"{src / 'ds'}:train"])
+    want = release_bytes(from_jsonl)
+    assert any(p.startswith("shards") for p in want)
+    assert release_bytes(from_parquet) == want
+    assert release_bytes(from_dataset) == want
+    mj, mp, md = (kit.manifest(r) for r in (from_jsonl, from_parquet, from_dataset))
+    for m in (mj, mp, md):  # the intermediate records' bytes carry the input's path (provenance)
+        del m["counts"]["tokenize"]["bytes_in"]
+    assert mj["counts"] == mp["counts"] == md["counts"]
+    assert mj["counts"]["total"]["documents_in"] == 300
+    assert [i["path"] for i in mp["inputs"]] == [str(src / "rows.parquet")]
+    assert [i["path"] for i in md["inputs"]] == [f"hf-dataset:{src / 'ds'}:train"]
+
+
+def test_clean_reads_a_saved_dataset(corpus, tmp_path):
+    import datasets
+    datasets.disable_progress_bars()
+    tmp, files, texts, ids = corpus
+    table = pq.read_table(files[1])  # 703 rows, the last without text
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(table.slice(0, 600).to_pydict()),
+                          "validation": datasets.Dataset.from_dict(table.slice(600).to_pydict())}
+                         ).save_to_disk(
+        str(tmp_path / "ds"))
+    for spec, rows in ((str(tmp_path / "ds"), 600), (f"{tmp_path / 'ds'}:validation", 103)):
+        out = tmp_path / f"clean-{rows}"
+        kit.run_grist("clean", "--hf-dataset", spec, "--output", out, "--quiet",
+                      "--json", tmp_path / f"{rows}.json")
+        rep = json.load(open(tmp_path / f"{rows}.json"))
+        assert rep["docs"]["in"] == rows
+        kept, rejected = kept_and_rejected(out)
+        assert len(kept) + len(rejected) == rows
+        source = f"hf-dataset:{spec}"
+        assert {r["grist"]["src"] for r in kept} == {source}
+    # validation's last row has no text: rejected, named by dataset and row.
+    assert [r["error"] for r in rejected if "bad_record" in r["reasons"]] == [
+        f"hf-dataset:{tmp_path / 'ds'}:validation:103: text field 'text' is not a string"]
+    p = kit.run_grist("clean", "--hf-dataset", f"{tmp_path / 'ds'}:test", "--output",
+                      tmp_path / "o", "--quiet", check=False)
+    assert p.returncode == 1 and "no split 'test' (splits: train, validation)" in p.stderr

@@ -203,13 +203,21 @@ class LoaderTest(unittest.TestCase):
         import torch.distributed as dist
         if not dist.is_available():
             self.skipTest("torch.distributed is not available")
+        from unittest import mock
         store = os.path.join(self.tmp, "dist_store")
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
         try:
-            loader = grist.Loader(self.rel, 2, 8)
+            # The environment says otherwise (rank 1 of 2): only the default group gives (0, 1).
+            with mock.patch.dict(os.environ, {"RANK": "1", "WORLD_SIZE": "2"}):
+                loader = grist.Loader(self.rel, 2, 8)
             self.assertEqual((loader.dp_rank, loader.dp_size), (0, 1))
+            self.assertEqual(loader.rank_source, "default process group")
         finally:
             dist.destroy_process_group()
+        with mock.patch.dict(os.environ, {"RANK": "1", "WORLD_SIZE": "2"}):
+            loader = grist.Loader(self.rel, 2, 8)
+        self.assertEqual((loader.dp_rank, loader.dp_size, loader.rank_source),
+                         (1, 2, "RANK/WORLD_SIZE"))
 
     def test_cuda_fallback_or_cuda_batches(self):
         if not torch.cuda.is_available():

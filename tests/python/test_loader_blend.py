@@ -250,10 +250,20 @@ class StatefulTest(unittest.TestCase):
             self.assertEqual(got, ref)
 
     def test_dataset_view_refuses_worker_processes(self):
+        # Nothing forks while the loader's threads run. A spawned (or forkserver) worker needs the
+        # dataset pickled, which the view refuses in the main process before any child starts; a
+        # forked worker's __iter__ refuses too, checked here in this process with a stand-in
+        # worker info.
+        from unittest import mock
         ds = grist.Loader(self.rels[0], 2, 8).as_dataset()
-        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1,
+                                         multiprocessing_context="spawn")
         with self.assertRaisesRegex(RuntimeError, "runs in the main process"):
             next(iter(dl))
+        with mock.patch("torch.utils.data.get_worker_info", return_value=object()):
+            with self.assertRaisesRegex(RuntimeError, "runs in the main process"):
+                iter(ds)
+        self.assertEqual(len(rows(ds.loader, 2)), 4)  # the view still works in this process
 
     def test_torchdata_stateful_dataloader_resume(self):
         try:

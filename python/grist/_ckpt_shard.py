@@ -11,6 +11,7 @@ import threading
 import time
 import zlib
 
+from grist import _torch as _torch_version
 from grist._native import GristError
 
 # Bounded waits of the publish protocol (seconds), counted from the moment this rank's own part is
@@ -19,8 +20,7 @@ DEFAULT_TIMEOUT = float(os.environ.get("GRIST_CKPT_TIMEOUT", "300"))
 
 
 def _torch():
-    import torch
-    return torch
+    return _torch_version.require()
 
 
 def dtensor_class():

@@ -40,6 +40,7 @@ import threading
 
 from grist import _ckpt_shard as _shard
 from grist import _capi
+from grist import _torch as _torch_version
 from grist._capi import CkptWriterOptions, Status
 from grist._native import GristError, check, lib
 
@@ -66,8 +67,7 @@ _PIECE = 64 << 20  # bytes per device-to-host piece: writes start as soon as the
 
 
 def _torch():
-    import torch
-    return torch
+    return _torch_version.require()
 
 
 def _dtype_tables():

@@ -23,7 +23,9 @@ import os
 import threading
 import uuid
 
-import torch
+from grist._torch import require as _require_torch
+
+torch = _require_torch()  # noqa: E402  (the version check comes before torch's own imports)
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata,
                                                    Metadata, MetadataIndex, StorageMeta,
                                                    TensorProperties, TensorStorageMetadata)

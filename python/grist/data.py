@@ -14,7 +14,9 @@ DataLoader prefetches from workers, so the loader's position would run ahead of 
 consumed). Iterating it inside a DataLoader worker raises RuntimeError saying so.
 """
 
-import torch
+from grist._torch import require as _require_torch
+
+torch = _require_torch()
 
 
 class Dataset(torch.utils.data.IterableDataset):

@@ -543,6 +543,14 @@ GRIST_CAPI int grist_ckpt_read_ranges(const char* path, const char* record_json,
   });
 }
 
+GRIST_CAPI int grist_ckpt_ranges_bytes_read(const grist_ckpt_ranges* handle, uint64_t* out) {
+  constexpr const char* kFn = "grist_ckpt_ranges_bytes_read";
+  if (handle == nullptr) return NullArgument(kFn, "handle");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = reinterpret_cast<const ck::RangeRead*>(handle)->bytes_read();
+  return 0;
+}
+
 GRIST_CAPI void grist_ckpt_ranges_free(grist_ckpt_ranges* handle) {
   delete reinterpret_cast<ck::RangeRead*>(handle);
 }

@@ -59,7 +59,7 @@ extern "C" {
 #endif
 
 /* Grows with every change of this header; grist_capi_abi_version() returns the library's. */
-#define GRIST_CAPI_ABI_VERSION 2
+#define GRIST_CAPI_ABI_VERSION 3
 
 /* ==== Errors ==== */
 
@@ -407,6 +407,10 @@ GRIST_CAPI_EXPORT int grist_ckpt_read_ranges(const char* path, const char* recor
                                              const uint64_t* begins, const uint64_t* ends,
                                              int verify, int direct, grist_ckpt_ranges** handle,
                                              uint64_t* addrs);
+
+/* The data bytes grist_ckpt_read_ranges read from the file: whole checksum blocks covering the
+ * ranges asked for (the header not counted). */
+GRIST_CAPI_EXPORT int grist_ckpt_ranges_bytes_read(const grist_ckpt_ranges* handle, uint64_t* out);
 
 GRIST_CAPI_EXPORT void grist_ckpt_ranges_free(grist_ckpt_ranges* handle);
 

@@ -21,6 +21,7 @@ class Reads:
     def __init__(self, path, manifest, verify, direct):
         self.path, self.m, self.verify, self.direct = path, manifest, verify, direct
         self.by_rank = {}
+        self.bytes_read = {}  # file name -> data bytes read (whole checksum blocks), after run()
 
     def add(self, rank, begin, end, deliver):
         """deliver(address) runs once the bytes [begin, end) of rank's data region are verified."""
@@ -45,11 +46,24 @@ class Reads:
             _ck._bytes(os.path.join(self.path, rec["name"])), _ck._bytes(json.dumps(rec)), n, begins, ends,
             int(bool(self.verify)), int(bool(self.direct)), _c.byref(h), addrs))
         try:
+            got = _c.c_uint64()
+            check(lib.grist_ckpt_ranges_bytes_read(h, _c.byref(got)))
+            self.bytes_read[rec["name"]] = got.value
             for (b, e, deliver), a in zip(reqs, addrs):
                 deliver(a)
         finally:
             lib.grist_ckpt_ranges_free(h)
         return sum(e - b for b, e, _ in reqs)
+
+    def report(self, stats):
+        """Fills `stats` (a dict) with what run() read: "ranges", {file name: [[begin, end], ...]}
+        (the data-region byte ranges asked for, in the order planned), and "bytes_read", {file name:
+        bytes of the whole checksum blocks read to verify them}."""
+        if stats is None:
+            return
+        stats["ranges"] = {self.m["files"][r]["name"]: [[b, e] for b, e, _ in reqs]
+                           for r, reqs in sorted(self.by_rank.items())}
+        stats["bytes_read"] = dict(sorted(self.bytes_read.items()))
 
 
 def plan_box(torch, reads, entry, from_code, lo_t, len_t, target, where):
@@ -73,7 +87,7 @@ def plan_box(torch, reads, entry, from_code, lo_t, len_t, target, where):
         reads.add(sh["rank"], sh["begin"] + first, sh["begin"] + last, deliver)
 
 
-def load_sharded(torch, path, m, state_dict, device, verify, direct, threads):
+def load_sharded(torch, path, m, state_dict, device, verify, direct, threads, stats=None):
     _, from_code = _ck._dtype_tables()
     index = {e["name"]: e for e in m["tensors"]}
     for e in m["tensors"]:
@@ -105,6 +119,7 @@ def load_sharded(torch, path, m, state_dict, device, verify, direct, threads):
             plan_box(torch, reads, e, from_code, [0] * len(e["shape"]), e["shape"], t, e["name"])
         with torch.no_grad():
             reads.run(threads)
+        reads.report(stats)
         for name, raw in bytes_items.items():
             tensors[name] = _load_bytes(torch, raw)
         if device.type != "cpu":
@@ -144,6 +159,7 @@ def load_sharded(torch, path, m, state_dict, device, verify, direct, threads):
         reads.run(threads)
         for host, dst in staged:
             dst.copy_(host)
+    reads.report(stats)
     if structure is None:
         values = dict(targets)
         for name, raw in bytes_items.items():

@@ -246,10 +246,17 @@ def _publish(path, step, world_size, records, metadata, index, keep_last, struct
 
 def _build_index(globals_, parts):
     """The manifest's tensor index: every tensor of `globals_` ([name, dtype code, shape]) with
-    the shards the ranks' `parts` hold."""
-    shards = {}
+    the shards the ranks' `parts` hold. A box that several ranks wrote (a DTensor on a sub-mesh,
+    e.g. FSDP2's dp mesh under tensor parallelism, is replicated on the sibling sub-meshes, which
+    no rank can see) is indexed once, from the lowest rank; the other copies stay unreferenced in
+    their files."""
+    shards, seen = {}, set()
     for rank, p in enumerate(parts):
         for name, offs, lens, b, e in p["shards"]:
+            box = (name, tuple(offs), tuple(lens))
+            if box in seen:
+                continue
+            seen.add(box)
             shards.setdefault(name, []).append({"rank": rank, "offsets": offs, "lengths": lens,
                                                 "begin": b, "end": e})
     index = []
@@ -538,7 +545,7 @@ def read_manifest(path):
 
 
 def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=True,
-         threads=None):
+         threads=None, stats=None):
     """Loads checkpoint folder `path` (or a single .safetensors file), verifying every checksum
     of every byte it reads.
 
@@ -554,6 +561,9 @@ def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=
     checkpoint that `state_dict` does not hold are not read.
 
     threads: files read at once (default: 4).
+    stats: a dict that a checkpoint with a tensor index (version 2) fills with what this call read:
+        "ranges", {file name: [[begin, end], ...]} (the data-region byte ranges its tensors need)
+        and "bytes_read", {file name: bytes read}, the whole checksum blocks covering them.
     """
     torch = _torch()
     path = os.fspath(path)
@@ -562,7 +572,7 @@ def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=
         if m["version"] >= 2:
             from grist import _ckpt_reshard
             return _ckpt_reshard.load_sharded(torch, path, m, state_dict, torch.device(device),
-                                              verify, direct, threads or 4)
+                                              verify, direct, threads or 4, stats)
     if state_dict is not None:
         raise GristError(f"{path}: a version-1 checkpoint (or single file) loads without a target "
                          "state_dict (load(path) returns it)")

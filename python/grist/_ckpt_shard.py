@@ -236,7 +236,8 @@ class Coordinator:
     posts its file record (or its error) once its file is durable; rank 0 publishes once every
     rank posted, and posts the outcome, which every rank waits for. A rank that fails posts its
     error at once, so the others fail fast naming it; one that dies is named once `timeout`
-    seconds pass. Uses only the store (no collectives), so it runs on background threads."""
+    seconds pass (counted from when this rank's own part is done; rank 0's publish gets `timeout`
+    + 30 s more). Uses only the store (no collectives), so it runs on background threads."""
 
     def __init__(self, store, seq, rank, world_size, timeout):
         self.store, self.rank, self.world_size = store, rank, world_size
@@ -319,8 +320,12 @@ class Coordinator:
                 raise
             self._post("result", {"ok": True})
             return
-        # Rank 0 waits up to `timeout` for the others, then publishes: wait twice as long for it.
-        saved, self.timeout = self.timeout, 2 * self.timeout + 30
+        # Rank 0's own part comes within `timeout` as everyone's does (a rank 0 that died is named
+        # then); it then waits up to `timeout` for the others and publishes.
+        v = self._wait(["r0"], "waiting for rank 0's file")["r0"]
+        if v.get("error"):
+            raise GristError(v["error"])
+        saved, self.timeout = self.timeout, self.timeout + 30
         try:
             v = self._wait(["result"], "waiting for rank 0 to publish")["result"]
         finally:

@@ -199,9 +199,10 @@ class SaveHandle:
             try:
                 record = self._wait_file()
             except BaseException as e:
-                if self._coord is not None:
-                    self._coord.fail(str(e))
-                raise
+                if self._coord is None:
+                    raise
+                self._coord.fail(str(e))  # the others raise it naming this rank; so does this one
+                raise GristError(f"rank {self.rank}: {e}") from e
             finally:
                 self._release()
             part = {"record": record, "shards": self._shards}

@@ -9,18 +9,16 @@ dp) is given its own single-process reference and saved; Replicate() DTensors an
 Shard(0) tensor are saved. Then: loads at world 4 on a 2x2 mesh with Shard(0)/Shard(1)/2-d
 placements, at world 8 (FSDP2; the byte ranges each rank reads checked exactly against the shard
 geometry), at world 2 (FSDP2, from the FSDP2 and the TP checkpoints) and at world 1 (plain models,
-full unsharded loads, export). Also: hostile manifests are rejected with a clear error, and a rank
-SIGKILLed during a save makes every survivor raise naming it while the previous checkpoint stays
-the newest.
+full unsharded loads, export). Also: hostile manifests are rejected with a clear error.
+Failing and killed ranks: test_ckpt_dist_fail.py.
 
-Time: about 60-90 s on the 2-core development VM (most of it spawning the 4 + 8 + 2 + 3 processes
-that import torch).
+Time: about 140 s on the loaded 2-core development VM (world 4 36 s, world 8 51 s, world 2 18 s:
+most of it spawning processes that import torch).
 """
 
 import contextlib
 import json
 import os
-import signal
 import tempfile
 import time
 import traceback
@@ -489,38 +487,6 @@ def _world2(rank, world, init_file, root, q):
         dist.destroy_process_group()
 
 
-def _killed_save(rank, world, init_file, root, q):
-    dist = _init(rank, world, init_file)
-    try:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import Shard, distribute_tensor
-        mesh = init_device_mesh("cpu", (world,))
-        w = distribute_tensor(torch.arange(3 << 18, dtype=torch.float32).reshape(-1, 256), mesh,
-                              [Shard(0)])
-        ckpt.save({"w": w, "step": 1}, f"{root}/step-00000001", blocking=True, timeout=20)
-        if rank == 1:
-            # Dies while its file is being written: before it is durable and reported (killing
-            # after save() returns could come too late for a file this small).
-            def die(*args):
-                os.kill(os.getpid(), signal.SIGKILL)
-            ckpt.lib.grist_ckpt_pending_wait = die
-        h = ckpt.save({"w": w, "step": 2}, f"{root}/step-00000002", timeout=8)
-        if rank == 1:
-            time.sleep(60)
-        t0 = time.monotonic()
-        try:
-            h.wait()
-            q.put((rank, "no error", time.monotonic() - t0))
-        except Exception as e:
-            q.put((rank, str(e), time.monotonic() - t0))
-    except Exception:
-        q.put((rank, traceback.format_exc(), 0))
-    finally:
-        q.close()
-        q.join_thread()  # flushed before exiting without the queue's atexit
-        os._exit(0)  # the process group lost a member: do not tear it down
-
-
 def run_ranks(fn, world, root, timeout=300):
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -662,19 +628,6 @@ class ShardedCkptTest(unittest.TestCase):
                 self.assertEqual(rs[0][0], 0)
                 self.assertEqual(rs[-1][1], GEO_ROWS // 4 * GEO_COLS * 4)
                 self.assertTrue(all(a[1] == b[0] for a, b in zip(rs, rs[1:])), rs)
-
-    def test_sigkilled_rank_fails_every_survivor_and_keeps_the_previous_checkpoint(self):
-        with tempfile.TemporaryDirectory() as root:
-            res = run_ranks(_killed_save, 3, root, timeout=120)
-            self.assertEqual([r[0] for r in res], [0, 2], res)
-            for rank, msg, waited in res:
-                self.assertIn("rank 1 did not report", msg, rank)
-                self.assertLess(waited, 60, rank)  # bounded, not a hang
-            self.assertEqual(ckpt.latest(root), f"{root}/step-00000001")
-            self.assertFalse(os.path.exists(f"{root}/step-00000002/manifest.json"))
-            back = ckpt.load(f"{root}/step-00000001")
-            self.assertTrue(torch.equal(back["w"], torch.arange(3 << 18, dtype=torch.float32)
-                                        .reshape(-1, 256)))
 
 
 def reseal(path, edit):

@@ -8,8 +8,9 @@ parallelism (parallelize_module, ColwiseParallel/RowwiseParallel on a 2x2 dp x t
 dp) is given its own single-process reference and saved; Replicate() DTensors and an 8 MiB
 Shard(0) tensor are saved. Then: loads at world 4 on a 2x2 mesh with Shard(0)/Shard(1)/2-d
 placements, at world 8 (FSDP2; the byte ranges each rank reads checked exactly against the shard
-geometry), at world 2 (FSDP2, from the FSDP2 and the TP checkpoints) and at world 1 (plain models,
-full unsharded loads, export). Also: hostile manifests are rejected with a clear error.
+geometry), at world 2 (FSDP2, from the FSDP2 and the TP checkpoints; DCP's Stateful handling of a
+grist.Loader through grist's storage) and at world 1 (plain models, full unsharded loads, dcp.load
+without a process group, export). Also: hostile manifests are rejected with a clear error.
 Failing and killed ranks: test_ckpt_dist_fail.py.
 
 Time: about 140 s on the loaded 2-core development VM (world 4 36 s, world 8 51 s, world 2 18 s:
@@ -480,6 +481,34 @@ def _world2(rank, world, init_file, root, q):
         back = ckpt.load(f"{root}/a2/step-00000003", {"model": msd, "optim": osd})
         set_state_dict(model, opt, model_state_dict=back["model"], optim_state_dict=back["optim"])
         out["dcp_async_then_grist"] = diff(full_state(model, opt), ref)
+        # DCP's Stateful handling through grist's storage: a grist.Loader saved beside the model
+        # and optimizer by dcp.save, restored by dcp.load (which calls its load_state_dict).
+        import grist
+        opts = dict(micro_batch_size=2, global_batch_size=4, epochs=0, seed=3)
+        loader = grist.Loader(f"{root}/release", **opts)
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        model, opt = fsdp_model(world, seed=1)
+        set_full(model, opt, ref)
+        msd, osd = get_state_dict(model, opt)
+        saved_pos = loader.state_dict()
+        dcp.save({"model": msd, "optim": osd, "loader": loader},
+                 storage_writer=ckpt.StorageWriter(f"{root}/s2/step-00000003"))
+        want = [next(it)["input_ids"].clone() for _ in range(2)]
+        loader.close()
+        loader = grist.Loader(f"{root}/release", **opts)
+        model, opt = fsdp_model(world, seed=4)
+        msd, osd = get_state_dict(model, opt)
+        sd = {"model": msd, "optim": osd, "loader": loader}
+        dcp.load(sd, storage_reader=ckpt.StorageReader(f"{root}/s2/step-00000003"))
+        set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        out["dcp_stateful_model"] = diff(full_state(model, opt), ref)
+        out["dcp_stateful_loader_state"] = diff(loader.state_dict(), saved_pos)
+        it = iter(loader)
+        got = [next(it)["input_ids"] for _ in range(2)]
+        out["dcp_stateful_loader_batches"] = diff(got, want)
+        loader.close()
         q.put((rank, out))
     except Exception:
         q.put((rank, traceback.format_exc()))
@@ -579,13 +608,18 @@ class ShardedCkptTest(unittest.TestCase):
                     "geo Shard(1)", "ranges Shard(1)", "bytes Shard(1)", "replicated")}, rank)
             t8 = time.monotonic() - t0
 
+            from grist.loader import write_synthetic_release
+            write_synthetic_release(f"{root}/release", samples=256, seq_len=16, vocab_size=VOCAB,
+                                    mean_document_tokens=10)
             t0 = time.monotonic()
             res = run_ranks(_world2, 2, root)
             self.assertEqual(len(res), 2, res)
             for rank, out in res:
                 self.assertIsInstance(out, dict, out)
                 self.assertEqual(out, {"grist_fsdp2": None, "tp_to_fsdp2": None, "dcp_fsdp2": None,
-                                       "dcp_async_then_grist": None}, rank)
+                                       "dcp_async_then_grist": None, "dcp_stateful_model": None,
+                                       "dcp_stateful_loader_state": None,
+                                       "dcp_stateful_loader_batches": None}, rank)
             t2 = time.monotonic() - t0
 
             # World 1: full unsharded loads, plain models' state dicts as targets.
@@ -609,6 +643,13 @@ class ShardedCkptTest(unittest.TestCase):
                 ckpt.export(f"{root}/{path}/step-00000003", f"{root}/hf-{path}", prefix="model.")
                 self.assertIsNone(diff(load_file(f"{root}/hf-{path}/model.safetensors"),
                                        ref["model"]), path)
+            # dcp.load at world 1 (no process group) of the world-4 and world-2 DCP saves, into
+            # a plain model's state and the optimizer state's layout.
+            import torch.distributed.checkpoint as dcp
+            for path in ("d4", "a2", "s2"):
+                target = zeros_like_state(ref)
+                dcp.load(target, storage_reader=ckpt.StorageReader(f"{root}/{path}/step-00000003"))
+                self.assertIsNone(diff(target, ref), path)
             flat = ckpt.load(f"{root}/d4/step-00000003")  # DCP's flat names
             self.assertTrue(torch.equal(flat["model.emb.weight"], ref["model"]["emb.weight"]))
             print(f"\nworld 4: {t4:.1f} s, world 8: {t8:.1f} s, world 2: {t2:.1f} s")

@@ -91,6 +91,7 @@ struct Job {
   // File ranges written from the caller's memory (SaveInPlace): sorted, disjoint, aligned.
   std::vector<InPlaceExtent> in_place;
   uint64_t in_place_bytes = 0;
+  uint64_t staging_fresh_bytes = 0;  // FileResult::staging_fresh_bytes
 };
 
 // XXH3-64 of data-region bytes [b, e), read from `sources` (or `arena_data` when empty); `cursor`
@@ -314,14 +315,17 @@ class FileWriterImpl : public FileWriter {
   uint64_t prepare_limit() const override { return prepare_limit_; }
   int copy_threads() const override { return pool_->threads(); }
   uint64_t arena_bytes() const override { return arena_bytes_.load(); }
+  uint64_t arena_allocations() const override { return arena_allocations_.load(); }
   const WriterOptions& options() const override { return options_; }
 
  private:
   // Begin() up to the point where the job is queued: waits for the previous file, opens the file,
   // plans the layout, sizes the arena.
+  // `staged`: the whole image will be written through the arena (Begin, Save), so afterwards it is
+  // resident; an in-place save touches only parts of it.
   absl::StatusOr<std::unique_ptr<Job>> Prepare(const std::string& path,
                                                const std::vector<TensorSpec>& specs,
-                                               Metadata metadata);
+                                               Metadata metadata, bool staged);
   std::unique_ptr<PendingFile> Enqueue(std::unique_ptr<Job> job);
   void IoThread();
   absl::Status RunJob(Job* job);
@@ -365,7 +369,9 @@ class FileWriterImpl : public FileWriter {
   uint64_t arena_size_ = 0;
   std::atomic<uint64_t> arena_bytes_{0};  // arena_size_, for arena_bytes() from any thread
   std::atomic<bool> arena_populated_{false};  // every page faulted in (PrepareArena)
+  uint64_t arena_resident_ = 0;  // arena bytes [0, n) faulted in: populated, or written by a file
   uint64_t arena_generation_ = 0;
+  std::atomic<uint64_t> arena_allocations_{0};
   bool cuda_pinned_ = false;
 
   // I/O thread only.
@@ -397,7 +403,9 @@ absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
   arena_size_ = bytes;
   arena_bytes_.store(bytes);
   arena_populated_.store(false);
+  arena_resident_ = 0;
   ++arena_generation_;
+  arena_allocations_.fetch_add(1);
 #if GRIST_CKPTIO_CUDA
   if (options_.pin_for_cuda && CudaAvailable()) {
     cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterPortable) == cudaSuccess;
@@ -417,6 +425,7 @@ void FileWriterImpl::FreeArena() {
   arena_size_ = 0;
   arena_bytes_.store(0);
   arena_populated_.store(false);
+  arena_resident_ = 0;
 }
 
 absl::StatusOr<uint64_t> FileWriterImpl::PrepareStaging(const StagingEstimate& estimate) {
@@ -473,19 +482,20 @@ void FileWriterImpl::PrepareArena(uint64_t bytes, int cuda_device) {
       }
     }
     arena_populated_.store(true);
+    arena_resident_ = arena_size_;
   }
   RegisterArena();
 }
 
 absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
     const std::string& path, const std::vector<TensorSpec>& specs, Metadata metadata) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata), /*staged=*/true));
   return Enqueue(std::move(job));
 }
 
 absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& path,
                                                              const std::vector<TensorSpec>& specs,
-                                                             Metadata metadata) {
+                                                             Metadata metadata, bool staged) {
   if (options_.queue_depth < 1 || options_.queue_depth > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("queue depth ", options_.queue_depth, " not in [1, 4096]"));
   }
@@ -532,6 +542,7 @@ absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& 
   }
   job->state->layout = std::move(*layout);
   const uint64_t image = RoundUp(job->state->layout.file_size, align);
+  const uint64_t generation = arena_generation_;
   if (absl::Status s = EnsureArena(image); !s.ok()) {
     if (job->fd >= 0) {
       ::close(job->fd);
@@ -540,6 +551,16 @@ absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& 
     return s;
   }
   job->arena = arena_;
+  if (!staged) {
+    job->staging_fresh_bytes = image;
+  } else {
+    if (arena_generation_ == generation && image <= arena_resident_) {
+      job->staging_fresh_bytes = 0;
+    } else {
+      job->staging_fresh_bytes = image - (arena_generation_ == generation ? arena_resident_ : 0);
+    }
+    arena_resident_ = std::max(arena_resident_, image);
+  }
   std::memset(arena_ + job->state->layout.file_size, 0, image - job->state->layout.file_size);
   return job;
 }
@@ -561,7 +582,7 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::SaveInPlace(
   std::vector<TensorSpec> specs;
   specs.reserve(tensors.size());
   for (const HostTensor& t : tensors) specs.push_back(t.spec);
-  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata), /*staged=*/false));
   const FileLayout& L = job->state->layout;
   // Buffered I/O has no alignment rule: everything is written from the caller's memory.
   const uint64_t A = job->direct ? job->align : 1;
@@ -649,6 +670,7 @@ void FileWriterImpl::IoThread() {
       r.fixed_buffers = uring_path_ && ring_ok_ && registered_;
       r.seconds = job->clock.Seconds();
       r.in_place_bytes = job->in_place_bytes;
+      r.staging_fresh_bytes = job->staging_fresh_bytes;
       r.notes = job->notes;
       result = std::move(r);
     }

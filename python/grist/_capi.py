@@ -165,6 +165,7 @@ FUNCTIONS = {
     "grist_ckpt_writer_free": (None, [_P]),
     "grist_ckpt_writer_prepare": (_i, [_P, _u64, _u64, _u64, _i, _Pu64]),
     "grist_ckpt_writer_staging": (_i, [_P, _Pu64, _Pu64]),
+    "grist_ckpt_writer_arena_allocations": (_i, [_P, _Pu64]),
     "grist_ckpt_default_copy_threads": (_i, []),
     "grist_ckpt_memcpy": (None, [_u64, _u64, _u64, _i]),
     "grist_ckpt_cuda_available": (_i, []),

@@ -450,11 +450,13 @@ def prepare(state_or_nbytes, *, wait=False, rank=None, world_size=None, direct=T
 
 
 def _staging(direct=True, queue_depth=16, block_size=4 << 20, overlap=None, copy_threads=None):
-    """(arena bytes held, prepare limit) of the writer save() uses with these settings."""
+    """What the writer save() uses with these settings holds: {"held": arena bytes, "limit": the
+    prepare limit, "allocations": times its arena was allocated}."""
     w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
-    held, limit = _c.c_uint64(), _c.c_uint64()
+    held, limit, allocs = _c.c_uint64(), _c.c_uint64(), _c.c_uint64()
     check(lib.grist_ckpt_writer_staging(w.ptr, _c.byref(held), _c.byref(limit)))
-    return int(held.value), int(limit.value)
+    check(lib.grist_ckpt_writer_arena_allocations(w.ptr, _c.byref(allocs)))
+    return {"held": int(held.value), "limit": int(limit.value), "allocations": int(allocs.value)}
 
 
 def names_of(tensors):

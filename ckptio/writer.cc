@@ -114,6 +114,13 @@ uint64_t HashDataRange(const std::vector<DataSource>& sources, const char* arena
   return h.Digest();
 }
 
+// GRIST_CKPT_TRACE: each save prints where its time goes (the caller's copy in Save(), the I/O
+// thread's phases in RunUring()) to stderr.
+bool TraceEnabled() {
+  static const bool trace = std::getenv("GRIST_CKPT_TRACE") != nullptr;
+  return trace;
+}
+
 int LocalRanks() {
   if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v != nullptr && std::atoi(v) > 0) return std::atoi(v);
   return 1;
@@ -275,8 +282,7 @@ class FileWriterImpl : public FileWriter {
   explicit FileWriterImpl(const WriterOptions& o) : options_(o) {
     if (options_.env == nullptr) options_.env = Env::Default();
     uring_path_ = options_.env == Env::Default();
-    overlap_ = options_.overlap == Overlap::kOn ||
-               (options_.overlap == Overlap::kAuto && std::thread::hardware_concurrency() >= 8);
+    overlap_ = options_.overlap != Overlap::kOff;
     pool_ = std::make_unique<internal::CopyPool>(
         options_.copy_threads > 0 ? options_.copy_threads : DefaultCopyThreads());
     prepare_limit_ = options_.prepare_limit >= 0 ? static_cast<uint64_t>(options_.prepare_limit)
@@ -861,6 +867,11 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     if (wait && inflight > 0) {
       int r = io_uring_wait_cqe(&ring_, &cqe);
       if (r < 0 && r != -EINTR && error.ok()) error = ErrnoError(-r, "io_uring_wait_cqe");
+    } else if (inflight > 0) {
+      // The ring runs completion work only when this thread enters the kernel (DEFER_TASKRUN,
+      // COOP_TASKRUN): without that, writes that finished while this thread hashed or waited for
+      // the copy stay invisible, their slots are not refilled, and the queue runs dry.
+      (void)io_uring_get_events(&ring_);
     }
     unsigned head;
     unsigned seen = 0;
@@ -922,6 +933,9 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       job->block_hashes[hashed++] = HashDataRange(job->sources, data, b, e, &hash_cursor);
     }
   };
+  // GRIST_CKPT_TRACE: milliseconds since the job started (its Begin()) at each phase.
+  double t_first_write = -1, t_committed = -1, t_data_written = -1, hash_ms = 0;
+  auto ms_now = [&] { return job->clock.Seconds() * 1e3; };
   while (error.ok()) {
     if (next >= io_end && hashed == L.num_blocks()) break;
     auto ready_or = Ready(job, 0, false);
@@ -975,9 +989,13 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       submitted = true;
     }
     if (submitted) io_uring_submit(&ring_);
+    if (submitted && t_first_write < 0) t_first_write = ms_now();
+    if (committed && t_committed < 0) t_committed = ms_now();
     bool hashing = false;
     if (ready == L.data_len && hashed < L.num_blocks()) {
+      const double h0 = TraceEnabled() ? ms_now() : 0;
       hash_some(ready, 4);
+      if (TraceEnabled()) hash_ms += ms_now() - h0;
       hashing = hashed < L.num_blocks();
     }
     if (inflight > 0) {
@@ -986,6 +1004,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   }
   while (inflight > 0) reap(true);  // never leave the kernel writing from a buffer we reuse
   RETURN_IF_ERROR(error);
+  t_data_written = ms_now();
 
   // Header last, now that the checksums are known.
   std::string header = RenderHeader(L, job->block_hashes);
@@ -1002,6 +1021,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     RETURN_IF_ERROR(error);
   }
   RETURN_IF_ERROR(crash::Point(internal::kCrashAfterDataWrites));
+  const double t_header = ms_now();
   if ((io_end != L.file_size || (options_.preallocate && image_end != L.file_size)) &&
       ::ftruncate(job->fd, static_cast<off_t>(L.file_size)) != 0) {
     return ErrnoError(errno, absl::StrCat("truncating ", job->path));
@@ -1027,6 +1047,13 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   fsync_res = internal::FilterCompletion(internal::RingOp::kFsync, fsync_res);
   if (options_.faults.fail_fsync) fsync_res = -EIO;
   if (fsync_res < 0) return ErrnoError(-fsync_res, absl::StrCat("fsync ", job->path));
+  if (TraceEnabled()) {
+    std::fprintf(stderr,
+                 "ckptio trace: %s: I/O thread (ms from Begin): first write %.2f, committed %.2f, "
+                 "data written %.2f, header written %.2f, fsynced %.2f; hashing %.2f ms\n",
+                 job->path.c_str(), t_first_write, t_committed, t_data_written, t_header, ms_now(),
+                 hash_ms);
+  }
   return crash::Point(internal::kCrashAfterFileFsync);
 }
 
@@ -1047,7 +1074,7 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriter::Save(const std::string&
   std::vector<TensorSpec> specs;
   specs.reserve(tensors.size());
   for (const HostTensor& t : tensors) specs.push_back(t.spec);
-  static const bool trace = std::getenv("GRIST_CKPT_TRACE") != nullptr;
+  const bool trace = TraceEnabled();
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto pending, Begin(path, specs, std::move(metadata)));
   const auto t1 = std::chrono::steady_clock::now();

@@ -80,9 +80,9 @@ struct WriterOptions {
   bool preallocate = true;              // fallocate the rounded-up size first
   bool pin_for_cuda = true;             // cudaHostRegister the arena when a GPU is present
   // Whether writes start while the snapshot is still being copied (pieces are written as they
-  // land) or only once it is complete. Overlap shortens the total time; no overlap leaves every
-  // core to the caller's copy, which shortens the time the caller is blocked on small machines.
-  // kAuto: overlap when the machine has at least 8 online CPUs.
+  // land) or only once it is complete. Overlap takes the copy off the time to durable; the I/O
+  // thread then mostly sleeps in the ring while the copy pool works. kAuto: overlap (kOff only
+  // for measuring the copy alone).
   Overlap overlap = Overlap::kAuto;
   // Threads copying host tensors into the arena (Save, PendingFile::CopyIn), started with the
   // writer and reused by every save; the calling thread is one of them. 0: DefaultCopyThreads().

@@ -288,9 +288,8 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     metadata: a str -> str dict stored in manifest.json.
     rank/world_size: default from torch.distributed when initialized, else 0 / 1.
     direct/queue_depth/block_size: the I/O settings (O_DIRECT falls back where refused).
-    overlap: write pieces while later ones are still being copied (True), only after the whole
-        snapshot (False: shortest blocked time on machines with few cores), or None: True with
-        at least 8 CPUs.
+    overlap: write pieces while later ones are still being copied (True, and None: the
+        default), or only after the whole snapshot (False).
     snapshot: True copies the state before returning (the caller may then modify it). False (host
         tensors only; GPU tensors are always copied): returns at once and writes aligned tensors
         from their own memory; the caller must not modify them until wait() returns.

@@ -337,9 +337,12 @@ struct ReadOp {
 };
 
 // Reads every op (queue depth `qd`); a read may stop short only at the end of the file
-// (`file_size`), and the bytes below it must all arrive.
+// (`file_size`), and the bytes below it must all arrive. `done(i)`, when given, runs once op i's
+// bytes are all in, on this thread while later reads are in flight (e.g. to verify them); its
+// error stops the reading.
 absl::Status ReadOps(int fd, std::vector<ReadOp> ops, uint64_t file_size, int qd_in,
-                     const std::string& path) {
+                     const std::string& path,
+                     const std::function<absl::Status(size_t)>& done_fn = nullptr) {
   struct io_uring ring;
   const unsigned qd = static_cast<unsigned>(std::clamp(qd_in, 1, 4096));
   auto flags = internal::SetupRing(&ring, std::max(qd, 4u));
@@ -352,9 +355,10 @@ absl::Status ReadOps(int fd, std::vector<ReadOp> ops, uint64_t file_size, int qd
         ssize_t r = ::pread(fd, op.dst + got, op.len - got, static_cast<off_t>(op.off + got));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return ErrnoError(errno, absl::StrCat("reading ", path, " at offset ", op.off + got));
-        if (r == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
+          if (r == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
         got += static_cast<uint64_t>(r);
       }
+      if (done_fn) RETURN_IF_ERROR(done_fn(static_cast<size_t>(&op - ops.data())));
     }
     return absl::OkStatus();
   }
@@ -404,6 +408,15 @@ absl::Status ReadOps(int fd, std::vector<ReadOp> ops, uint64_t file_size, int qd
       }
       prep(i);  // a short read before the end of the file: read the rest
       io_uring_submit(&ring);
+    } else if (done_fn) {
+      // Refill the queue first, so the disk works while this op's bytes are used.
+      bool refill = false;
+      while (inflight < qd && next < ops.size()) {
+        prep(next++);
+        refill = true;
+      }
+      if (refill) io_uring_submit(&ring);
+      error = done_fn(i);
     }
   }
   while (inflight > 0) {
@@ -522,6 +535,7 @@ absl::StatusOr<std::unique_ptr<RangeRead>> RangeRead::Read(const std::string& pa
   rr->capacity_ = RoundUp(std::max<uint64_t>(total, 4096), 4096);
   ASSIGN_OR_RETURN(rr->buffer_, alloc(rr->capacity_, path));
   std::vector<ReadOp> ops;
+  std::vector<std::pair<uint64_t, uint64_t>> op_data;  // per op: its data-region range
   const uint64_t chunk = std::max<uint64_t>(RoundUp(options.block_size, B), B);
   for (size_t i = 0; i < runs.size(); ++i) {
     const uint64_t begin = runs[i].first * B;
@@ -529,23 +543,28 @@ absl::StatusOr<std::unique_ptr<RangeRead>> RangeRead::Read(const std::string& pa
     for (uint64_t off = begin; off < end; off += chunk) {
       const uint64_t n = std::min(chunk, end - off);
       ops.push_back({h.data_start + off, RoundUp(n, align), rr->buffer_ + run_offset[i] + (off - begin)});
+      op_data.emplace_back(off, off + n);
     }
     rr->bytes_read_ += end - begin;
   }
-  RETURN_IF_ERROR(ReadOps(rfd, std::move(ops), size, options.queue_depth, path));
+  // Each op holds whole checksum blocks (runs start on a block, chunks are block multiples): its
+  // blocks are verified as soon as it lands, while the later reads are in flight.
+  std::function<absl::Status(size_t)> verify_op;
   if (options.verify) {
-    for (size_t i = 0; i < runs.size(); ++i) {
-      for (uint64_t b = runs[i].first; b <= runs[i].second; ++b) {
-        const uint64_t off = b * B;
+    verify_op = [&](size_t i) -> absl::Status {
+      const char* base = ops[i].dst;
+      for (uint64_t off = op_data[i].first; off < op_data[i].second; off += B) {
+        const uint64_t b = off / B;
         const uint64_t n = std::min(B, data_len - off);
-        const char* p = rr->buffer_ + run_offset[i] + (off - runs[i].first * B);
-        if (b >= h.block_hashes.size() || Hash64(p, n) != h.block_hashes[b]) {
+        if (b >= h.block_hashes.size() || Hash64(base + (off - op_data[i].first), n) != h.block_hashes[b]) {
           return absl::DataLossError(absl::StrCat(path, ": checksum mismatch in block ", b, " (file bytes [",
                                                   h.data_start + off, ", ", h.data_start + off + n, "))"));
         }
       }
-    }
+      return absl::OkStatus();
+    };
   }
+  RETURN_IF_ERROR(ReadOps(rfd, ops, size, options.queue_depth, path, verify_op));
   rr->range_offsets_.resize(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i) {
     const DataRange& r = ranges[i];

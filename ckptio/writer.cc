@@ -91,6 +91,7 @@ struct Job {
   // File ranges written from the caller's memory (SaveInPlace): sorted, disjoint, aligned.
   std::vector<InPlaceExtent> in_place;
   uint64_t in_place_bytes = 0;
+  uint64_t staging_fresh_bytes = 0;  // FileResult::staging_fresh_bytes
 };
 
 // XXH3-64 of data-region bytes [b, e), read from `sources` (or `arena_data` when empty); `cursor`
@@ -111,6 +112,13 @@ uint64_t HashDataRange(const std::vector<DataSource>& sources, const char* arena
     if (hi > lo) h.Update(s.ptr + (lo - s.off), hi - lo);
   }
   return h.Digest();
+}
+
+// GRIST_CKPT_TRACE: each save prints where its time goes (the caller's copy in Save(), the I/O
+// thread's phases in RunUring()) to stderr.
+bool TraceEnabled() {
+  static const bool trace = std::getenv("GRIST_CKPT_TRACE") != nullptr;
+  return trace;
 }
 
 int LocalRanks() {
@@ -274,8 +282,7 @@ class FileWriterImpl : public FileWriter {
   explicit FileWriterImpl(const WriterOptions& o) : options_(o) {
     if (options_.env == nullptr) options_.env = Env::Default();
     uring_path_ = options_.env == Env::Default();
-    overlap_ = options_.overlap == Overlap::kOn ||
-               (options_.overlap == Overlap::kAuto && std::thread::hardware_concurrency() >= 8);
+    overlap_ = options_.overlap != Overlap::kOff;
     pool_ = std::make_unique<internal::CopyPool>(
         options_.copy_threads > 0 ? options_.copy_threads : DefaultCopyThreads());
     prepare_limit_ = options_.prepare_limit >= 0 ? static_cast<uint64_t>(options_.prepare_limit)
@@ -314,14 +321,17 @@ class FileWriterImpl : public FileWriter {
   uint64_t prepare_limit() const override { return prepare_limit_; }
   int copy_threads() const override { return pool_->threads(); }
   uint64_t arena_bytes() const override { return arena_bytes_.load(); }
+  uint64_t arena_allocations() const override { return arena_allocations_.load(); }
   const WriterOptions& options() const override { return options_; }
 
  private:
   // Begin() up to the point where the job is queued: waits for the previous file, opens the file,
   // plans the layout, sizes the arena.
+  // `staged`: the whole image will be written through the arena (Begin, Save), so afterwards it is
+  // resident; an in-place save touches only parts of it.
   absl::StatusOr<std::unique_ptr<Job>> Prepare(const std::string& path,
                                                const std::vector<TensorSpec>& specs,
-                                               Metadata metadata);
+                                               Metadata metadata, bool staged);
   std::unique_ptr<PendingFile> Enqueue(std::unique_ptr<Job> job);
   void IoThread();
   absl::Status RunJob(Job* job);
@@ -365,7 +375,9 @@ class FileWriterImpl : public FileWriter {
   uint64_t arena_size_ = 0;
   std::atomic<uint64_t> arena_bytes_{0};  // arena_size_, for arena_bytes() from any thread
   std::atomic<bool> arena_populated_{false};  // every page faulted in (PrepareArena)
+  uint64_t arena_resident_ = 0;  // arena bytes [0, n) faulted in: populated, or written by a file
   uint64_t arena_generation_ = 0;
+  std::atomic<uint64_t> arena_allocations_{0};
   bool cuda_pinned_ = false;
 
   // I/O thread only.
@@ -397,7 +409,9 @@ absl::Status FileWriterImpl::EnsureArena(uint64_t bytes) {
   arena_size_ = bytes;
   arena_bytes_.store(bytes);
   arena_populated_.store(false);
+  arena_resident_ = 0;
   ++arena_generation_;
+  arena_allocations_.fetch_add(1);
 #if GRIST_CKPTIO_CUDA
   if (options_.pin_for_cuda && CudaAvailable()) {
     cuda_pinned_ = cudaHostRegister(arena_, arena_size_, cudaHostRegisterPortable) == cudaSuccess;
@@ -417,6 +431,7 @@ void FileWriterImpl::FreeArena() {
   arena_size_ = 0;
   arena_bytes_.store(0);
   arena_populated_.store(false);
+  arena_resident_ = 0;
 }
 
 absl::StatusOr<uint64_t> FileWriterImpl::PrepareStaging(const StagingEstimate& estimate) {
@@ -473,19 +488,20 @@ void FileWriterImpl::PrepareArena(uint64_t bytes, int cuda_device) {
       }
     }
     arena_populated_.store(true);
+    arena_resident_ = arena_size_;
   }
   RegisterArena();
 }
 
 absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::Begin(
     const std::string& path, const std::vector<TensorSpec>& specs, Metadata metadata) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata), /*staged=*/true));
   return Enqueue(std::move(job));
 }
 
 absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& path,
                                                              const std::vector<TensorSpec>& specs,
-                                                             Metadata metadata) {
+                                                             Metadata metadata, bool staged) {
   if (options_.queue_depth < 1 || options_.queue_depth > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("queue depth ", options_.queue_depth, " not in [1, 4096]"));
   }
@@ -532,6 +548,7 @@ absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& 
   }
   job->state->layout = std::move(*layout);
   const uint64_t image = RoundUp(job->state->layout.file_size, align);
+  const uint64_t generation = arena_generation_;
   if (absl::Status s = EnsureArena(image); !s.ok()) {
     if (job->fd >= 0) {
       ::close(job->fd);
@@ -540,6 +557,16 @@ absl::StatusOr<std::unique_ptr<Job>> FileWriterImpl::Prepare(const std::string& 
     return s;
   }
   job->arena = arena_;
+  if (!staged) {
+    job->staging_fresh_bytes = image;
+  } else {
+    if (arena_generation_ == generation && image <= arena_resident_) {
+      job->staging_fresh_bytes = 0;
+    } else {
+      job->staging_fresh_bytes = image - (arena_generation_ == generation ? arena_resident_ : 0);
+    }
+    arena_resident_ = std::max(arena_resident_, image);
+  }
   std::memset(arena_ + job->state->layout.file_size, 0, image - job->state->layout.file_size);
   return job;
 }
@@ -561,7 +588,7 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriterImpl::SaveInPlace(
   std::vector<TensorSpec> specs;
   specs.reserve(tensors.size());
   for (const HostTensor& t : tensors) specs.push_back(t.spec);
-  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, Prepare(path, specs, std::move(metadata), /*staged=*/false));
   const FileLayout& L = job->state->layout;
   // Buffered I/O has no alignment rule: everything is written from the caller's memory.
   const uint64_t A = job->direct ? job->align : 1;
@@ -649,6 +676,7 @@ void FileWriterImpl::IoThread() {
       r.fixed_buffers = uring_path_ && ring_ok_ && registered_;
       r.seconds = job->clock.Seconds();
       r.in_place_bytes = job->in_place_bytes;
+      r.staging_fresh_bytes = job->staging_fresh_bytes;
       r.notes = job->notes;
       result = std::move(r);
     }
@@ -839,6 +867,11 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     if (wait && inflight > 0) {
       int r = io_uring_wait_cqe(&ring_, &cqe);
       if (r < 0 && r != -EINTR && error.ok()) error = ErrnoError(-r, "io_uring_wait_cqe");
+    } else if (inflight > 0) {
+      // The ring runs completion work only when this thread enters the kernel (DEFER_TASKRUN,
+      // COOP_TASKRUN): without that, writes that finished while this thread hashed or waited for
+      // the copy stay invisible, their slots are not refilled, and the queue runs dry.
+      (void)io_uring_get_events(&ring_);
     }
     unsigned head;
     unsigned seen = 0;
@@ -900,6 +933,9 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       job->block_hashes[hashed++] = HashDataRange(job->sources, data, b, e, &hash_cursor);
     }
   };
+  // GRIST_CKPT_TRACE: milliseconds since the job started (its Begin()) at each phase.
+  double t_first_write = -1, t_committed = -1, t_data_written = -1, hash_ms = 0;
+  auto ms_now = [&] { return job->clock.Seconds() * 1e3; };
   while (error.ok()) {
     if (next >= io_end && hashed == L.num_blocks()) break;
     auto ready_or = Ready(job, 0, false);
@@ -953,9 +989,13 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
       submitted = true;
     }
     if (submitted) io_uring_submit(&ring_);
+    if (submitted && t_first_write < 0) t_first_write = ms_now();
+    if (committed && t_committed < 0) t_committed = ms_now();
     bool hashing = false;
     if (ready == L.data_len && hashed < L.num_blocks()) {
+      const double h0 = TraceEnabled() ? ms_now() : 0;
       hash_some(ready, 4);
+      if (TraceEnabled()) hash_ms += ms_now() - h0;
       hashing = hashed < L.num_blocks();
     }
     if (inflight > 0) {
@@ -964,6 +1004,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   }
   while (inflight > 0) reap(true);  // never leave the kernel writing from a buffer we reuse
   RETURN_IF_ERROR(error);
+  t_data_written = ms_now();
 
   // Header last, now that the checksums are known.
   std::string header = RenderHeader(L, job->block_hashes);
@@ -980,6 +1021,7 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
     RETURN_IF_ERROR(error);
   }
   RETURN_IF_ERROR(crash::Point(internal::kCrashAfterDataWrites));
+  const double t_header = ms_now();
   if ((io_end != L.file_size || (options_.preallocate && image_end != L.file_size)) &&
       ::ftruncate(job->fd, static_cast<off_t>(L.file_size)) != 0) {
     return ErrnoError(errno, absl::StrCat("truncating ", job->path));
@@ -1005,6 +1047,13 @@ absl::Status FileWriterImpl::RunUring(Job* job) {
   fsync_res = internal::FilterCompletion(internal::RingOp::kFsync, fsync_res);
   if (options_.faults.fail_fsync) fsync_res = -EIO;
   if (fsync_res < 0) return ErrnoError(-fsync_res, absl::StrCat("fsync ", job->path));
+  if (TraceEnabled()) {
+    std::fprintf(stderr,
+                 "ckptio trace: %s: I/O thread (ms from Begin): first write %.2f, committed %.2f, "
+                 "data written %.2f, header written %.2f, fsynced %.2f; hashing %.2f ms\n",
+                 job->path.c_str(), t_first_write, t_committed, t_data_written, t_header, ms_now(),
+                 hash_ms);
+  }
   return crash::Point(internal::kCrashAfterFileFsync);
 }
 
@@ -1025,7 +1074,7 @@ absl::StatusOr<std::unique_ptr<PendingFile>> FileWriter::Save(const std::string&
   std::vector<TensorSpec> specs;
   specs.reserve(tensors.size());
   for (const HostTensor& t : tensors) specs.push_back(t.spec);
-  static const bool trace = std::getenv("GRIST_CKPT_TRACE") != nullptr;
+  const bool trace = TraceEnabled();
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto pending, Begin(path, specs, std::move(metadata)));
   const auto t1 = std::chrono::steady_clock::now();

@@ -80,9 +80,9 @@ struct WriterOptions {
   bool preallocate = true;              // fallocate the rounded-up size first
   bool pin_for_cuda = true;             // cudaHostRegister the arena when a GPU is present
   // Whether writes start while the snapshot is still being copied (pieces are written as they
-  // land) or only once it is complete. Overlap shortens the total time; no overlap leaves every
-  // core to the caller's copy, which shortens the time the caller is blocked on small machines.
-  // kAuto: overlap when the machine has at least 8 online CPUs.
+  // land) or only once it is complete. Overlap takes the copy off the time to durable; the I/O
+  // thread then mostly sleeps in the ring while the copy pool works. kAuto: overlap (kOff only
+  // for measuring the copy alone).
   Overlap overlap = Overlap::kAuto;
   // Threads copying host tensors into the arena (Save, PendingFile::CopyIn), started with the
   // writer and reused by every save; the calling thread is one of them. 0: DefaultCopyThreads().
@@ -135,6 +135,11 @@ struct FileResult {
   bool fixed_buffers = false;
   double seconds = 0;       // from Begin() to durable
   uint64_t in_place_bytes = 0;  // data bytes written from the caller's memory (SaveInPlace)
+  // Bytes of the staging image (header + data, rounded to the alignment) that were not resident
+  // when Begin()/Save() started: allocated and faulted in on the caller's time. 0 when
+  // PrepareStaging() or an earlier staged save of at least this size had prepared them. An in-place
+  // save (SaveInPlace, Write) counts its whole image: it is not known which pages it touched.
+  uint64_t staging_fresh_bytes = 0;
   std::vector<std::string> notes;  // fallbacks taken, e.g. "O_DIRECT refused: buffered I/O"
 };
 
@@ -212,6 +217,9 @@ class FileWriter {
   virtual int copy_threads() const = 0;
   // Arena bytes currently held (the largest file image so far).
   virtual uint64_t arena_bytes() const = 0;
+  // Times the arena was allocated (by PrepareStaging() or by a file that did not fit), since the
+  // writer was created.
+  virtual uint64_t arena_allocations() const = 0;
   virtual const WriterOptions& options() const = 0;
 };
 

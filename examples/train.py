@@ -105,7 +105,8 @@ def main():
 
     log = open(args.log, "a") if args.log else None
     it = iter(loader)
-    handle = None
+    handle = first = None
+    prepared = False
     while step < args.steps:
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -115,6 +116,13 @@ def main():
             total += loss.item() / loader.micro_batches_per_step
         opt.step()
         step += 1
+        if not prepared:
+            # The whole state exists from here on (AdamW creates its moments at its first step):
+            # prepare the checkpoints' staging memory now, in the background while training goes
+            # on, so that not even the first save touches fresh memory on the loop's time.
+            grist.ckpt.prepare({"model": model.state_dict(), "optim": opt.state_dict(),
+                                "loader": loader.state_dict(), "step": step})
+            prepared = True
         print(f"step {step:4d}  loss {total:.6f}", flush=True)
         if log:
             log.write(f"{step} {float(total).hex()}\n")
@@ -125,8 +133,13 @@ def main():
                                       "loader": loader.state_dict(), "step": step},
                                      os.path.join(args.ckpt_dir, f"step-{step:08d}"),
                                      keep_last=args.keep)
+            first = first or handle
     if handle is not None:
         handle.wait()
+    if first is not None:
+        print(f"first save blocked {first.blocked_seconds:.4f} s, "
+              f"{first.file_info['staging_fresh_bytes']} bytes of staging memory touched on the "
+              "caller's time", flush=True)
     loader.close()
     return 0
 

@@ -9,7 +9,8 @@ Python peers of `grist bench ckpt` (bench/bench_ckpt.cc runs it with --json).
 Per method, the slowest rank's seconds: `blocked` (the call returned: training may go on) and
 `durable` (every file fsynced and, for checkpoints, published). Then a load at the same placements
 against a resharding load (Shard(1) instead of Shard(0): every rank reads pieces of every saved
-shard), and their ratio. Figures on a shared machine are noisy: repeat and take the best.
+shard; the two alternate which goes first), and their ratio per repetition. Figures on a shared
+machine are noisy: each is printed as the median [min, max] over the repetitions.
 grist's staging memory is prepared (grist.ckpt.prepare) before the first save, as a training
 script would right after building its state. --json prints, as the last line, every method's
 per-repetition figures (the slowest rank of each repetition) instead of the table.
@@ -125,8 +126,11 @@ def worker(rank, world, args, q):
             t = time.perf_counter() - t0
             dist.barrier()
             return t
-        res["grist.ckpt.load same placements"] = (None, g_load([Shard(0)]))
-        res["grist.ckpt.load resharded (Shard(1))"] = (None, g_load([Shard(1)]))
+        # Both loads read the device (O_DIRECT); their order alternates between repetitions.
+        loads = [("grist.ckpt.load same placements", [Shard(0)]),
+                 ("grist.ckpt.load resharded (Shard(1))", [Shard(1)])]
+        for name, placements in (loads if rep % 2 == 0 else loads[::-1]):
+            res[name] = (None, g_load(placements))
         if rep >= args.warmup:
             q.put((rank, rep, total, res.copy()))
         dist.barrier()
@@ -177,13 +181,22 @@ def main():
         print(json.dumps({"world": args.world, "bytes": total, "device": args.device,
                           "repetitions": args.repetitions, "methods": methods}))
         return
-    print(f"world {args.world}, {total / 2**20:.0f} MiB of bf16 on {args.device}, {args.dir}")
-    print(f"{'method':40s} {'blocked s':>10s} {'durable s':>10s} {'GB/s':>7s}")
-    for k, (b, d) in best.items():
-        print(f"{k:40s} {b:10.3f} {d:10.3f} {total / d / 1e9:7.2f}")
-    same = best["grist.ckpt.load same placements"][1]
-    resh = best["grist.ckpt.load resharded (Shard(1))"][1]
-    print(f"resharding load / same-topology load throughput: {same / resh:.2f}x (target >= 0.8)")
+    def mmm(xs):
+        xs = sorted(xs)
+        return f"{xs[len(xs) // 2]:.3f} [{xs[0]:.3f}, {xs[-1]:.3f}]"
+    print(f"world {args.world}, {total / 2**20:.0f} MiB of bf16 on {args.device}, {args.dir}; "
+          f"slowest rank per repetition, median [min, max] of {args.repetitions}")
+    print(f"{'method':40s} {'blocked s':>22s} {'durable s':>22s} {'GB/s':>7s}")
+    for k in best:
+        bs = [by_rep[(r, k)][0] for r in range(args.warmup, args.warmup + args.repetitions)]
+        ds = [by_rep[(r, k)][1] for r in range(args.warmup, args.warmup + args.repetitions)]
+        med = sorted(ds)[len(ds) // 2]
+        print(f"{k:40s} {mmm(bs):>22s} {mmm(ds):>22s} {total / med / 1e9:7.2f}")
+    ratios = [by_rep[(r, "grist.ckpt.load same placements")][1] /
+              by_rep[(r, "grist.ckpt.load resharded (Shard(1))")][1]
+              for r in range(args.warmup, args.warmup + args.repetitions)]
+    print(f"resharding load / same-topology load throughput, per repetition: {mmm(ratios)}x "
+          "(target >= 0.8)")
 
 
 if __name__ == "__main__":

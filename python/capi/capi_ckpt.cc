@@ -313,7 +313,7 @@ GRIST_CAPI int grist_ckpt_pending_wait(grist_ckpt_pending* pending, int rank, co
     grist::JsonWriter w(0);
     w.BeginObject().Key("record").Raw(ck::FileRecordJson(ck::ToManifestFile(*r, rank)));
     w.Field("direct", r->direct).Field("seconds", r->seconds).Field("fixed_buffers", r->fixed_buffers);
-    w.Field("in_place_bytes", r->in_place_bytes);
+    w.Field("in_place_bytes", r->in_place_bytes).Field("staging_fresh_bytes", r->staging_fresh_bytes);
     w.Key("notes").BeginArray();
     for (const auto& n : r->notes) w.String(n);
     w.EndArray().EndObject();
@@ -543,6 +543,14 @@ GRIST_CAPI int grist_ckpt_read_ranges(const char* path, const char* record_json,
   });
 }
 
+GRIST_CAPI int grist_ckpt_ranges_bytes_read(const grist_ckpt_ranges* handle, uint64_t* out) {
+  constexpr const char* kFn = "grist_ckpt_ranges_bytes_read";
+  if (handle == nullptr) return NullArgument(kFn, "handle");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = reinterpret_cast<const ck::RangeRead*>(handle)->bytes_read();
+  return 0;
+}
+
 GRIST_CAPI void grist_ckpt_ranges_free(grist_ckpt_ranges* handle) {
   delete reinterpret_cast<ck::RangeRead*>(handle);
 }
@@ -595,5 +603,13 @@ GRIST_CAPI int grist_ckpt_writer_staging(grist_ckpt_writer* writer, uint64_t* ar
   ck::FileWriter* w = Writer(writer);
   *arena_bytes = w->arena_bytes();
   *limit = w->prepare_limit();
+  return 0;
+}
+
+GRIST_CAPI int grist_ckpt_writer_arena_allocations(grist_ckpt_writer* writer, uint64_t* out) {
+  constexpr const char* kFn = "grist_ckpt_writer_arena_allocations";
+  if (writer == nullptr) return NullArgument(kFn, "writer");
+  if (out == nullptr) return NullArgument(kFn, "out");
+  *out = Writer(writer)->arena_allocations();
   return 0;
 }

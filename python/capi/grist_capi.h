@@ -59,7 +59,7 @@ extern "C" {
 #endif
 
 /* Grows with every change of this header; grist_capi_abi_version() returns the library's. */
-#define GRIST_CAPI_ABI_VERSION 2
+#define GRIST_CAPI_ABI_VERSION 3
 
 /* ==== Errors ==== */
 
@@ -298,6 +298,9 @@ GRIST_CAPI_EXPORT int grist_ckpt_writer_prepare(grist_ckpt_writer* writer, uint6
 GRIST_CAPI_EXPORT int grist_ckpt_writer_staging(grist_ckpt_writer* writer, uint64_t* arena_bytes,
                                                 uint64_t* limit);
 
+/* Times the writer's staging arena was allocated (ckptio::FileWriter::arena_allocations). */
+GRIST_CAPI_EXPORT int grist_ckpt_writer_arena_allocations(grist_ckpt_writer* writer, uint64_t* out);
+
 /* The writer's default copy thread count (ckptio::DefaultCopyThreads). */
 GRIST_CAPI_EXPORT int grist_ckpt_default_copy_threads(void);
 
@@ -352,7 +355,8 @@ GRIST_CAPI_EXPORT int grist_ckpt_pending_abort(grist_ckpt_pending* pending, cons
 GRIST_CAPI_EXPORT int grist_ckpt_pending_done(grist_ckpt_pending* pending);
 
 /* Blocks until the file is durable; *out gets JSON {"record": the manifest file record of `rank`,
- * "direct", "seconds", "fixed_buffers", "in_place_bytes", "notes"}. */
+ * "direct", "seconds", "fixed_buffers", "in_place_bytes", "staging_fresh_bytes" (the staging
+ * memory first touched on the caller's time, ckptio::FileResult), "notes"}. */
 GRIST_CAPI_EXPORT int grist_ckpt_pending_wait(grist_ckpt_pending* pending, int rank,
                                               const char** out);
 
@@ -407,6 +411,10 @@ GRIST_CAPI_EXPORT int grist_ckpt_read_ranges(const char* path, const char* recor
                                              const uint64_t* begins, const uint64_t* ends,
                                              int verify, int direct, grist_ckpt_ranges** handle,
                                              uint64_t* addrs);
+
+/* The data bytes grist_ckpt_read_ranges read from the file: whole checksum blocks covering the
+ * ranges asked for (the header not counted). */
+GRIST_CAPI_EXPORT int grist_ckpt_ranges_bytes_read(const grist_ckpt_ranges* handle, uint64_t* out);
 
 GRIST_CAPI_EXPORT void grist_ckpt_ranges_free(grist_ckpt_ranges* handle);
 

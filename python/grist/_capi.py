@@ -16,7 +16,7 @@ import ctypes as _c
 import enum
 
 # GRIST_CAPI_ABI_VERSION of the header this module mirrors.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class Status(enum.IntEnum):
@@ -165,6 +165,7 @@ FUNCTIONS = {
     "grist_ckpt_writer_free": (None, [_P]),
     "grist_ckpt_writer_prepare": (_i, [_P, _u64, _u64, _u64, _i, _Pu64]),
     "grist_ckpt_writer_staging": (_i, [_P, _Pu64, _Pu64]),
+    "grist_ckpt_writer_arena_allocations": (_i, [_P, _Pu64]),
     "grist_ckpt_default_copy_threads": (_i, []),
     "grist_ckpt_memcpy": (None, [_u64, _u64, _u64, _i]),
     "grist_ckpt_cuda_available": (_i, []),
@@ -190,6 +191,7 @@ FUNCTIONS = {
     "grist_ckpt_load_free": (None, [_P]),
     "grist_ckpt_read_manifest": (_i, [_S, _PS]),
     "grist_ckpt_read_ranges": (_i, [_S, _S, _i, _Pu64, _Pu64, _i, _i, _PP, _Pu64]),
+    "grist_ckpt_ranges_bytes_read": (_i, [_P, _Pu64]),
     "grist_ckpt_ranges_free": (None, [_P]),
     "grist_ckpt_export": (_i, [_S, _S, _S, _u64, _PS]),
 }

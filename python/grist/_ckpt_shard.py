@@ -11,6 +11,7 @@ import threading
 import time
 import zlib
 
+from grist import _torch as _torch_version
 from grist._native import GristError
 
 # Bounded waits of the publish protocol (seconds), counted from the moment this rank's own part is
@@ -19,8 +20,7 @@ DEFAULT_TIMEOUT = float(os.environ.get("GRIST_CKPT_TIMEOUT", "300"))
 
 
 def _torch():
-    import torch
-    return torch
+    return _torch_version.require()
 
 
 def dtensor_class():
@@ -55,29 +55,81 @@ class Leaf:
         return [int(d) for d in self.local.shape]
 
 
+def _chunk(n, k, i):
+    """(offset, length) of chunk i of n elements split into k, as DTensor's Shard splits a
+    dimension (torch.chunk: chunks of ceil(n / k), the last ones shorter or empty)."""
+    c = -(-n // k)
+    lo = min(n, i * c)
+    return lo, min(n, lo + c) - lo
+
+
+def _strided_shard_class():
+    mod = sys.modules.get("torch.distributed.tensor.placement_types")
+    return getattr(mod, "_StridedShard", None) if mod is not None else None
+
+
+def dtensor_box(name, shape, mesh_shape, coord, placements):
+    """(offsets, lengths): the box of the global tensor (shape `shape`) that the member at
+    mesh coordinate `coord` holds under `placements`. Shard(d) splits a dimension as torch.chunk
+    does, in mesh-dimension order; _StridedShard(d, split_factor=f) (what FSDP2 puts on its mesh
+    dimension over a tensor-parallel Shard(d)) splits the part the later Shard(d) placements left,
+    so it is applied after them, and f must be their product (the case where every member's part
+    is one box). Raises TypeError/ValueError naming the tensor for anything else."""
+    from torch.distributed.tensor import Replicate, Shard
+    strided = _strided_shard_class()
+    per_dim = [[] for _ in shape]  # tensor dim -> [(mesh dim, strided split factor or 0)]
+    for i, p in enumerate(placements):
+        if strided is not None and isinstance(p, strided):
+            per_dim[p.dim].append((i, int(p.split_factor)))
+        elif type(p) is Shard:
+            per_dim[p.dim].append((i, 0))
+        elif not isinstance(p, Replicate):
+            raise TypeError(f"grist.ckpt: DTensor '{name}' has placement {p!r}; grist saves "
+                            "Shard(d) and Replicate() placements (redistribute Partial first)")
+    offsets, lengths = [0] * len(shape), [int(d) for d in shape]
+    for d, dims in enumerate(per_dim):
+        stride_at = [k for k, (_, f) in enumerate(dims) if f]
+        if len(stride_at) > 1:
+            raise ValueError(f"grist.ckpt: DTensor '{name}' is strided-sharded twice on dim {d} "
+                             f"({placements}); redistribute it to Shard/Replicate placements")
+        order = dims
+        if stride_at:
+            k = stride_at[0]
+            later = 1
+            for i, _ in dims[k + 1:]:
+                later *= mesh_shape[i]
+            if dims[k][1] != later:
+                raise ValueError(f"grist.ckpt: DTensor '{name}': _StridedShard(split_factor="
+                                 f"{dims[k][1]}) on dim {d} over {later} later shards; its parts "
+                                 "are not boxes of the tensor: redistribute it first")
+            order = dims[:k] + dims[k + 1:] + [dims[k]]
+        for i, _ in order:
+            o, n = _chunk(lengths[d], mesh_shape[i], coord[i])
+            offsets[d] += o
+            lengths[d] = n
+    return offsets, lengths
+
+
 def describe(name, t, rank, world_size):
     """The Leaf of tensor or DTensor `t` named `name` on `rank`."""
     DTensor = dtensor_class()
     if DTensor is not None and isinstance(t, DTensor):
-        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor import Replicate
         mesh = t.device_mesh
-        for p in t.placements:
-            if type(p) not in (Shard, Replicate):
-                raise TypeError(f"grist.ckpt: DTensor '{name}' has placement {p!r}; grist saves "
-                                "Shard(d) and Replicate() placements (redistribute Partial first)")
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+        shape = [int(d) for d in t.shape]
         local = t.to_local()
-        lshape, offs = compute_local_shape_and_global_offset(t.shape, mesh, t.placements)
-        if tuple(lshape) != tuple(local.shape):
-            raise ValueError(f"grist.ckpt: DTensor '{name}': local shard {tuple(local.shape)} but "
-                             f"its placements give {tuple(lshape)}")
         coord = mesh.get_coordinate()
         if coord is None:  # this rank is not in the mesh: holds nothing
-            return Leaf(name, [int(d) for d in t.shape], t.dtype, local.new_empty([0] * t.dim()),
-                        [0] * t.dim(), False, t)
+            dtensor_box(name, shape, tuple(mesh.shape), [0] * mesh.ndim, t.placements)
+            return Leaf(name, shape, t.dtype, local.new_empty([0] * t.dim()), [0] * t.dim(),
+                        False, t)
+        offs, lens = dtensor_box(name, shape, tuple(mesh.shape), list(coord), t.placements)
+        if tuple(lens) != tuple(local.shape):
+            raise ValueError(f"grist.ckpt: DTensor '{name}': local shard {tuple(local.shape)} but "
+                             f"its placements {t.placements} give {tuple(lens)}")
         # A replica is written by the member whose coordinate is 0 along every replicated mesh dim.
-        owner = all(coord[i] == 0 for i, p in enumerate(t.placements) if not p.is_shard())
-        return Leaf(name, [int(d) for d in t.shape], t.dtype, local, [int(o) for o in offs], owner, t)
+        owner = all(coord[i] == 0 for i, p in enumerate(t.placements) if isinstance(p, Replicate))
+        return Leaf(name, shape, t.dtype, local, offs, owner, t)
     # A plain tensor is the same on every rank (DDP, or a scalar like an optimizer's step): one
     # rank, chosen by the name so that the writing spreads over the ranks, writes it.
     owner = world_size == 1 or zlib.crc32(name.encode()) % world_size == rank
@@ -184,7 +236,8 @@ class Coordinator:
     posts its file record (or its error) once its file is durable; rank 0 publishes once every
     rank posted, and posts the outcome, which every rank waits for. A rank that fails posts its
     error at once, so the others fail fast naming it; one that dies is named once `timeout`
-    seconds pass. Uses only the store (no collectives), so it runs on background threads."""
+    seconds pass (counted from when this rank's own part is done; rank 0's publish gets `timeout`
+    + 30 s more). Uses only the store (no collectives), so it runs on background threads."""
 
     def __init__(self, store, seq, rank, world_size, timeout):
         self.store, self.rank, self.world_size = store, rank, world_size
@@ -267,8 +320,12 @@ class Coordinator:
                 raise
             self._post("result", {"ok": True})
             return
-        # Rank 0 waits up to `timeout` for the others, then publishes: wait twice as long for it.
-        saved, self.timeout = self.timeout, 2 * self.timeout + 30
+        # Rank 0's own part comes within `timeout` as everyone's does (a rank 0 that died is named
+        # then); it then waits up to `timeout` for the others and publishes.
+        v = self._wait(["r0"], "waiting for rank 0's file")["r0"]
+        if v.get("error"):
+            raise GristError(v["error"])
+        saved, self.timeout = self.timeout, self.timeout + 30
         try:
             v = self._wait(["result"], "waiting for rank 0 to publish")["result"]
         finally:

@@ -40,6 +40,7 @@ import threading
 
 from grist import _ckpt_shard as _shard
 from grist import _capi
+from grist import _torch as _torch_version
 from grist._capi import CkptWriterOptions, Status
 from grist._native import GristError, check, lib
 
@@ -66,8 +67,7 @@ _PIECE = 64 << 20  # bytes per device-to-host piece: writes start as soon as the
 
 
 def _torch():
-    import torch
-    return torch
+    return _torch_version.require()
 
 
 def _dtype_tables():
@@ -199,9 +199,10 @@ class SaveHandle:
             try:
                 record = self._wait_file()
             except BaseException as e:
-                if self._coord is not None:
-                    self._coord.fail(str(e))
-                raise
+                if self._coord is None:
+                    raise
+                self._coord.fail(str(e))  # the others raise it naming this rank; so does this one
+                raise GristError(f"rank {self.rank}: {e}") from e
             finally:
                 self._release()
             part = {"record": record, "shards": self._shards}
@@ -246,10 +247,17 @@ def _publish(path, step, world_size, records, metadata, index, keep_last, struct
 
 def _build_index(globals_, parts):
     """The manifest's tensor index: every tensor of `globals_` ([name, dtype code, shape]) with
-    the shards the ranks' `parts` hold."""
-    shards = {}
+    the shards the ranks' `parts` hold. A box that several ranks wrote (a DTensor on a sub-mesh,
+    e.g. FSDP2's dp mesh under tensor parallelism, is replicated on the sibling sub-meshes, which
+    no rank can see) is indexed once, from the lowest rank; the other copies stay unreferenced in
+    their files."""
+    shards, seen = {}, set()
     for rank, p in enumerate(parts):
         for name, offs, lens, b, e in p["shards"]:
+            box = (name, tuple(offs), tuple(lens))
+            if box in seen:
+                continue
+            seen.add(box)
             shards.setdefault(name, []).append({"rank": rank, "offsets": offs, "lengths": lens,
                                                 "begin": b, "end": e})
     index = []
@@ -280,9 +288,8 @@ def save(state_dict, path, *, blocking=False, step=None, keep_last=0, metadata=N
     metadata: a str -> str dict stored in manifest.json.
     rank/world_size: default from torch.distributed when initialized, else 0 / 1.
     direct/queue_depth/block_size: the I/O settings (O_DIRECT falls back where refused).
-    overlap: write pieces while later ones are still being copied (True), only after the whole
-        snapshot (False: shortest blocked time on machines with few cores), or None: True with
-        at least 8 CPUs.
+    overlap: write pieces while later ones are still being copied (True, and None: the
+        default), or only after the whole snapshot (False).
     snapshot: True copies the state before returning (the caller may then modify it). False (host
         tensors only; GPU tensors are always copied): returns at once and writes aligned tensors
         from their own memory; the caller must not modify them until wait() returns.
@@ -442,11 +449,13 @@ def prepare(state_or_nbytes, *, wait=False, rank=None, world_size=None, direct=T
 
 
 def _staging(direct=True, queue_depth=16, block_size=4 << 20, overlap=None, copy_threads=None):
-    """(arena bytes held, prepare limit) of the writer save() uses with these settings."""
+    """What the writer save() uses with these settings holds: {"held": arena bytes, "limit": the
+    prepare limit, "allocations": times its arena was allocated}."""
     w = _writer(direct, queue_depth, block_size, overlap, copy_threads)
-    held, limit = _c.c_uint64(), _c.c_uint64()
+    held, limit, allocs = _c.c_uint64(), _c.c_uint64(), _c.c_uint64()
     check(lib.grist_ckpt_writer_staging(w.ptr, _c.byref(held), _c.byref(limit)))
-    return int(held.value), int(limit.value)
+    check(lib.grist_ckpt_writer_arena_allocations(w.ptr, _c.byref(allocs)))
+    return {"held": int(held.value), "limit": int(limit.value), "allocations": int(allocs.value)}
 
 
 def names_of(tensors):
@@ -538,7 +547,7 @@ def read_manifest(path):
 
 
 def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=True,
-         threads=None):
+         threads=None, stats=None):
     """Loads checkpoint folder `path` (or a single .safetensors file), verifying every checksum
     of every byte it reads.
 
@@ -554,14 +563,18 @@ def load(path, state_dict=None, *, device="cpu", rank=None, verify=True, direct=
     checkpoint that `state_dict` does not hold are not read.
 
     threads: files read at once (default: 4).
+    stats: a dict that a checkpoint with a tensor index (version 2) fills with what this call read:
+        "ranges", {file name: [[begin, end], ...]} (the data-region byte ranges its tensors need)
+        and "bytes_read", {file name: bytes read}, the whole checksum blocks covering them.
     """
     torch = _torch()
     path = os.fspath(path)
     if not path.endswith(".safetensors"):
         m = read_manifest(path)
         if m["version"] >= 2:
-            return _load_sharded(torch, path, m, state_dict, torch.device(device), verify, direct,
-                                 threads or 4)
+            from grist import _ckpt_reshard
+            return _ckpt_reshard.load_sharded(torch, path, m, state_dict, torch.device(device),
+                                              verify, direct, threads or 4, stats)
     if state_dict is not None:
         raise GristError(f"{path}: a version-1 checkpoint (or single file) loads without a target "
                          "state_dict (load(path) returns it)")
@@ -668,196 +681,3 @@ def manifest(path):
 def cuda_available():
     """Whether grist's native library was built with CUDA and sees a GPU."""
     return bool(lib.grist_ckpt_cuda_available())
-
-
-# ---- resharding load ----
-
-class _Reads:
-    """Byte ranges to read, grouped by file; run() reads each file's in one RangeRead."""
-
-    def __init__(self, path, manifest, verify, direct):
-        self.path, self.m, self.verify, self.direct = path, manifest, verify, direct
-        self.by_rank = {}
-
-    def add(self, rank, begin, end, deliver):
-        """deliver(address) runs once the bytes [begin, end) of rank's data region are verified."""
-        self.by_rank.setdefault(rank, []).append((begin, end, deliver))
-
-    def run(self, threads):
-        import concurrent.futures as cf
-        items = sorted(self.by_rank.items())
-        if not items:
-            return 0
-        with cf.ThreadPoolExecutor(max(1, min(threads, len(items)))) as ex:
-            return sum(ex.map(lambda kv: self._read_file(*kv), items))
-
-    def _read_file(self, rank, reqs):
-        rec = self.m["files"][rank]
-        n = len(reqs)
-        begins = (_c.c_uint64 * n)(*[r[0] for r in reqs])
-        ends = (_c.c_uint64 * n)(*[r[1] for r in reqs])
-        addrs = (_c.c_uint64 * n)()
-        h = _P()
-        check(lib.grist_ckpt_read_ranges(
-            _bytes(os.path.join(self.path, rec["name"])), _bytes(json.dumps(rec)), n, begins, ends,
-            int(bool(self.verify)), int(bool(self.direct)), _c.byref(h), addrs))
-        try:
-            for (b, e, deliver), a in zip(reqs, addrs):
-                deliver(a)
-        finally:
-            lib.grist_ckpt_ranges_free(h)
-        return sum(e - b for b, e, _ in reqs)
-
-
-def _plan_box(torch, reads, entry, from_code, lo_t, len_t, target, where):
-    """Schedules reads filling `target` (the box [lo_t, lo_t + len_t) of tensor `entry`)."""
-    dt = from_code[_DTYPE_NAMES.index(entry["dtype"])]
-    itemsize = torch.empty((), dtype=dt).element_size()
-    if any(l == 0 for l in len_t):
-        return
-    for sh in entry["shards"]:
-        inter = _shard.intersect(lo_t, len_t, sh["offsets"], sh["lengths"])
-        if inter is None:
-            continue
-        lo, hi = inter
-        first, last = _shard.span(sh["offsets"], sh["lengths"], lo, hi, itemsize)
-
-        def deliver(addr, sh=sh, lo=lo, hi=hi, nbytes=last - first):
-            buf = (_c.c_uint8 * nbytes).from_address(addr)
-            flat = torch.frombuffer(buf, dtype=dt)
-            src = _shard.box_view(torch, flat, sh["lengths"], lo, hi)
-            _shard.narrow(target, lo, hi, lo_t).copy_(src)
-        reads.add(sh["rank"], sh["begin"] + first, sh["begin"] + last, deliver)
-
-
-def _load_sharded(torch, path, m, state_dict, device, verify, direct, threads):
-    _, from_code = _dtype_tables()
-    index = {e["name"]: e for e in m["tensors"]}
-    for e in m["tensors"]:
-        if e.get("kind") != "bytes" and _DTYPE_NAMES.index(e["dtype"]) not in from_code:
-            raise GristError(f"{path}: tensor '{e['name']}' has dtype {e['dtype']}, which this "
-                             f"torch ({torch.__version__}) lacks")
-    structure = m.get("structure")
-    reads = _Reads(path, m, verify, direct)
-    bytes_items = {}
-
-    def want_bytes(e):
-        sh = e["shards"][0]
-        out = bytearray(sh["end"] - sh["begin"])
-
-        def deliver(addr):
-            _c.memmove((_c.c_char * len(out)).from_buffer(out), addr, len(out))
-        bytes_items[e["name"]] = out
-        reads.add(sh["rank"], sh["begin"], sh["end"], deliver)
-
-    if state_dict is None:
-        tensors = {}
-        for e in m["tensors"]:
-            if e.get("kind") == "bytes":
-                want_bytes(e)
-                continue
-            dt = from_code[_DTYPE_NAMES.index(e["dtype"])]
-            t = torch.empty(e["shape"], dtype=dt)
-            tensors[e["name"]] = t
-            _plan_box(torch, reads, e, from_code, [0] * len(e["shape"]), e["shape"], t, e["name"])
-        with torch.no_grad():
-            reads.run(threads)
-        for name, raw in bytes_items.items():
-            tensors[name] = _load_bytes(torch, raw)
-        if device.type != "cpu":
-            tensors = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-                       for k, v in tensors.items()}
-        if structure is None:
-            return tensors
-        return _unflatten(structure, tensors)
-
-    dist = _dist()
-    rank = dist.get_rank() if dist else 0
-    world = dist.get_world_size() if dist else 1
-    leaves, statefuls = [], {}
-    _shard.flatten(state_dict, "", leaves, rank, world, statefuls)
-    targets = {}
-    staged = []  # (host buffer, device tensor) for targets not on the host
-    for lf in leaves:
-        e = index.get(lf.name)
-        if e is None or e.get("kind") == "bytes":
-            raise GristError(f"{path}: the checkpoint has no tensor '{lf.name}' (it holds "
-                             f"{len(index)} tensors, e.g. {sorted(index)[:3]})")
-        if list(e["shape"]) != list(lf.shape):
-            raise GristError(f"{path}: tensor '{lf.name}' was saved with shape {e['shape']}, the "
-                             f"target has {lf.shape}")
-        targets[lf.name] = lf.dtensor if lf.dtensor is not None else lf.local
-        dst = lf.local
-        if dst.device.type != "cpu":
-            host = torch.empty(dst.shape, dtype=dst.dtype)
-            staged.append((host, dst))
-            dst = host
-        _plan_box(torch, reads, e, from_code, lf.offsets, lf.lengths, dst, lf.name)
-    if structure is None:  # a DCP checkpoint: a flat namespace, values stored as bytes
-        for name, e in index.items():
-            if e.get("kind") == "bytes":
-                want_bytes(e)
-    with torch.no_grad():
-        reads.run(threads)
-        for host, dst in staged:
-            dst.copy_(host)
-    if structure is None:
-        values = dict(targets)
-        for name, raw in bytes_items.items():
-            values[name] = _load_bytes(torch, raw)
-        return _merge_flat(state_dict, values, statefuls)
-    return _merge(structure, state_dict, targets, statefuls, "")
-
-
-def _load_bytes(torch, raw):
-    import io
-    return torch.load(io.BytesIO(bytes(raw)), weights_only=True)
-
-
-_SKIP = object()  # a saved tensor the target does not hold
-
-
-def _merge(node, target, tensors, statefuls, prefix):
-    """The saved `node`'s value where `target` is what the caller holds: tensors filled in place,
-    Stateful objects loaded, plain values from the checkpoint."""
-    if prefix in statefuls and _shard.is_stateful(target):
-        loaded = _merge(node, statefuls[prefix], tensors, statefuls, prefix)
-        target.load_state_dict(loaded)
-        return target
-    if isinstance(node, dict) and "__tensor__" in node:
-        return tensors.get(node["__tensor__"], _SKIP)
-    if isinstance(node, dict) and "__dict__" in node:
-        tgt = target if isinstance(target, dict) else {}
-        out = {}
-        for k, v in node["__dict__"]:
-            child = f"{prefix}.{k}" if prefix else str(k)
-            val = _merge(v, tgt.get(k), tensors, statefuls, child)
-            if val is not _SKIP:
-                out[k] = val
-        for k, v in tgt.items():  # held by the caller only
-            if k not in out:
-                out[k] = v
-        return out
-    for kind, ctor in (("__list__", list), ("__tuple__", tuple)):
-        if isinstance(node, dict) and kind in node:
-            tgt = target if isinstance(target, (list, tuple)) else []
-            vals = [_merge(v, tgt[i] if i < len(tgt) else None, tensors, statefuls,
-                           f"{prefix}.{i}" if prefix else str(i)) for i, v in enumerate(node[kind])]
-            return ctor(None if v is _SKIP else v for v in vals)
-    return node
-
-
-def _merge_flat(target, values, statefuls, prefix=""):
-    """As _merge for a checkpoint with flat names (DCP's): `values` by dotted path."""
-    if prefix in statefuls and _shard.is_stateful(target):
-        target.load_state_dict(_merge_flat(statefuls[prefix], values, statefuls, prefix))
-        return target
-    if prefix in values:
-        return values[prefix]
-    if isinstance(target, dict):
-        return {k: _merge_flat(v, values, statefuls, f"{prefix}.{k}" if prefix else str(k))
-                for k, v in target.items()}
-    if isinstance(target, (list, tuple)):
-        return type(target)(_merge_flat(v, values, statefuls, f"{prefix}.{i}" if prefix else str(i))
-                            for i, v in enumerate(target))
-    return target

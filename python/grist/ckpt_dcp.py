@@ -23,7 +23,9 @@ import os
 import threading
 import uuid
 
-import torch
+from grist._torch import require as _require_torch
+
+torch = _require_torch()  # noqa: E402  (the version check comes before torch's own imports)
 from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata,
                                                    Metadata, MetadataIndex, StorageMeta,
                                                    TensorProperties, TensorStorageMetadata)
@@ -33,6 +35,7 @@ from torch.distributed.checkpoint.storage import StorageWriter as _DcpWriter
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from grist import _ckpt_reshard as _reshard
 from grist import _ckpt_shard as _shard
 from grist import ckpt as _ck
 from grist._native import GristError, check, lib
@@ -268,7 +271,7 @@ class StorageReader(_DcpReader):
 
     def read_data(self, plan, planner):
         _, from_code = _ck._dtype_tables()
-        reads = _ck._Reads(self.path, self.manifest, self.verify, self.direct)
+        reads = _reshard.Reads(self.path, self.manifest, self.verify, self.direct)
         lock = threading.Lock()
         later = []
         for req in plan.items:

@@ -15,7 +15,9 @@ consumed). Iterating it inside a DataLoader worker raises RuntimeError saying so
 pickling it (what a spawn or forkserver worker needs), in the main process before any worker starts.
 """
 
-import torch
+from grist._torch import require as _require_torch
+
+torch = _require_torch()
 
 _MAIN_PROCESS_ONLY = (
     "grist.data.Dataset runs in the main process: use DataLoader(..., num_workers=0, "

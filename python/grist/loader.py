@@ -38,6 +38,7 @@ import warnings
 from grist._capi import (Device, LoaderInfo, LoaderOptions, Status, SyntheticReleaseOptions,
                          new_options)
 from grist._native import GristError, check, lib
+from grist._torch import require as _require_torch
 
 _END = -Status.OUT_OF_RANGE  # grist_loader_next at the end of the data
 
@@ -66,7 +67,7 @@ def write_synthetic_release(path, samples=1024, seq_len=128, validation_samples=
 
 
 def _resolve_device(device):
-    import torch
+    torch = _require_torch()
     dev = torch.device(device) if not isinstance(device, torch.device) else device
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"grist.Loader: device must be 'cpu' or 'cuda', got {device!r}")
@@ -234,7 +235,7 @@ class Loader:
                  seed=None, device="cpu", prefetch=4, epochs=1, num_workers=0, split="train",
                  int32=False, fields=None, verify_checksums=False, *, dp_group=None,
                  device_mesh=None, dp_dim=None, elastic=True):
-        import torch
+        torch = _require_torch()
         self._torch = torch
         from torch.utils import dlpack as _dlpack
         self._from_dlpack = _dlpack.from_dlpack

@@ -75,11 +75,7 @@ Runner Setup(CLI::App* app) {
     f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(dedup::DedupOptions o, dedup::DedupOptions::FromConfig(config));
 
-    RunOptions run;
-    run.threads = f->common.threads;
-    run.task = f->common.task;
-    run.tasks = f->common.tasks;
-    run.progress = !f->common.quiet;
+    const RunOptions run = StageRun(f->common);
     dedup::DedupReport report;
     if (f->stage.empty()) {
       if (run.tasks != 1) {

@@ -304,9 +304,7 @@ absl::StatusOr<StageCpu> StagesPerCore(const Options& options, const std::string
   const RunOptions run = OneThread();
   dedup::DedupOptions o;
   o.work_dir = tmp + "/stage_work";
-  const dedup::DedupStage order[] = {dedup::DedupStage::kSignatures, dedup::DedupStage::kBuckets,
-                                     dedup::DedupStage::kClusters, dedup::DedupStage::kMerge,
-                                     dedup::DedupStage::kFilter, dedup::DedupStage::kReport};
+  const auto& order = dedup::kDedupStages;
   std::vector<std::vector<double>> rates(std::size(order));
   std::vector<double> before_filter;
   const int total = options.warmup + options.repetitions;
@@ -802,7 +800,7 @@ absl::Status Run(const DedupBenchFlags& f) {
         constexpr int kSmallMb = 16;
         const std::string out2 = tmp + "/merge4p";
         Stopwatch sw2;
-        for (const char* st : {"signatures", "buckets", "clusters", "merge", "filter", "report"}) {
+        for (const std::string& st : dedup::DedupStageNames()) {
           ASSIGN_OR_RETURN(auto r, RunCommand(absl::StrCat(SelfExe(), " dedup --quiet -i ", tmp,
                                                            "/x4 -o ", out2, " --memory-limit ",
                                                            kSmallMb, " --threads 2 --stage ", st)));

@@ -718,11 +718,7 @@ const std::vector<StageDef>& Stages() {
                                                   OneTask(b.opts.run)));
         return DedupRecord(dr);
       };
-      for (dedup::DedupStage st : {dedup::DedupStage::kSignatures, dedup::DedupStage::kBuckets,
-                                   dedup::DedupStage::kClusters, dedup::DedupStage::kMerge,
-                                   dedup::DedupStage::kFilter, dedup::DedupStage::kReport}) {
-        s.steps.push_back(DedupStep(st));
-      }
+      for (dedup::DedupStage st : dedup::kDedupStages) s.steps.push_back(DedupStep(st));
       v->push_back(std::move(s));
     }
     {

@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/option_table.h"
 #include "dedup/dedup.h"
+#include "loader/loader.h"
 #include "pack/pack.h"
 #include "shard/split_policy.h"
 #include "shard/split_writer.h"
@@ -380,6 +381,20 @@ TEST(OptionFlags, DedupExactNormalizeChoices) {
     return;
   }
   ADD_FAILURE() << "no dedup.exact_normalize";
+}
+
+TEST(OptionFlags, LoaderHelpTakesItsDefaultsFromLoaderOptions) {
+  // `grist loader` shows what grist.Loader delivers with the same settings: the defaults its help
+  // states are a default LoaderOptions' (grist.Loader's too: one epoch, one rank, train).
+  const loader::LoaderOptions d;
+  EXPECT_EQ(d.epochs, 1);
+  const std::string help = HelpOf("loader");
+  for (const std::string& want :
+       {absl::StrCat("Epochs of the run, 0: unlimited (default: ", d.epochs, ")"),
+        absl::StrCat("Data-parallel ranks (default: ", d.dp_size, ")"),
+        absl::StrCat("Split to read (default: ", d.split, ")")}) {
+    EXPECT_TRUE(absl::StrContains(help, want)) << want << "\n" << help;
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "common/records.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
+#include "common/task_parts.h"
 #include "common/version.h"
 #include "dedup/dedup.h"
 #include "pack/pack.h"
@@ -494,11 +495,8 @@ StageRecord CleanRecord(const clean::CleanReport& cr) {
 // Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json) was
 // written by a task of another task count than `tasks`.
 bool OfOtherTaskCount(const std::string& name, int tasks) {
-  for (const char* prefix : {"part-", "clean-report-"}) {
-    const std::string p = prefix;
-    if (name.rfind(p, 0) != 0) continue;
-    const std::string of = absl::StrFormat("-of-%05d", tasks);
-    return name.size() < p.size() + 5 + of.size() || name.compare(p.size() + 5, of.size(), of) != 0;
+  for (const char* stem : {clean::kPartStem, clean::kReportStem}) {
+    if (std::optional<TaskPart> p = ParseTaskPart(name, stem)) return p->tasks != tasks;
   }
   return false;
 }
@@ -527,29 +525,17 @@ absl::StatusOr<StageRecord> CleanMerge(Build& b, const RunOptions&) {
   if (b.env->IsDirectory(dir)) {
     ASSIGN_OR_RETURN(names, b.env->ListDir(dir));
   }
-  int tasks = -1;
-  for (const std::string& n : names) {
-    int t = 0, of = 0;
-    char tail[8] = {0};
-    if (std::sscanf(n.c_str(), "clean-report-%5d-of-%5d.%4s", &t, &of, tail) != 3 ||
-        std::string(tail) != "json") {
-      continue;
-    }
-    if (tasks >= 0 && of != tasks) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dir, ": clean reports of different task counts (", tasks, " and ", of, ")"));
-    }
-    tasks = of;
-  }
-  if (tasks < 0) {
+  ASSIGN_OR_RETURN(TaskParts reports,
+                   FindTaskParts(names, clean::kReportStem, clean::kReportSuffix, dir));
+  const int tasks = reports.tasks;
+  if (tasks == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": no clean task has finished (no clean-report-*.json); run --stage clean first"));
   }
   clean::CleanReport all;
   std::vector<std::string> listed;
   for (int t = 0; t < tasks; ++t) {
-    const std::string path =
-        JoinPath(dir, absl::StrCat("clean-report-", clean::TaskPrefix(t, tasks).substr(5), ".json"));
+    const std::string path = JoinPath(dir, clean::TaskReportName(t, tasks));
     auto text = ReadFileToString(b.env, path);
     if (!text.ok()) {
       return absl::FailedPreconditionError(

@@ -16,6 +16,7 @@
 #include "loader/loader.h"
 #include "loader/synthetic.h"
 #include "python/capi/capi_common.h"
+#include "python/capi/grist_dlpack.h"
 
 namespace {
 
@@ -30,30 +31,9 @@ using grist::loader::Loader;
 using grist::loader::LoaderOptions;
 using grist::loader::LoaderState;
 
-// ---- DLPack v0.8 ABI (dlpack.h), declared here field for field ----
-struct DLDevice {
-  int32_t device_type;  // kDLCPU = 1, kDLCUDA = 2
-  int32_t device_id;
-};
-struct DLDataType {
-  uint8_t code;  // kDLInt = 0, kDLUInt = 1, kDLFloat = 2
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;  // nullptr: compact row-major
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
+using grist::dlpack::DLDevice;
+using grist::dlpack::DLManagedTensor;
+using grist::dlpack::DLTensor;
 
 struct ManagedTensor {
   DLManagedTensor managed;  // first member: a DLManagedTensor* is a ManagedTensor*
@@ -310,12 +290,13 @@ GRIST_CAPI int grist_batch_dlpack(grist_batch* batch, int i, void** out) {
     m->shape[1] = t.shape[1];
     DLTensor& d = m->managed.dl_tensor;
     d.data = t.data;
-    d.device = b->on_cuda() ? DLDevice{2, b->cuda_device()} : DLDevice{1, 0};
+    d.device = b->on_cuda() ? DLDevice{grist::dlpack::kDLCUDA, b->cuda_device()}
+                            : DLDevice{grist::dlpack::kDLCPU, 0};
     d.ndim = t.ndim;
     switch (t.dtype) {
-      case DType::kInt32: d.dtype = {0, 32, 1}; break;
-      case DType::kInt64: d.dtype = {0, 64, 1}; break;
-      case DType::kFloat32: d.dtype = {2, 32, 1}; break;
+      case DType::kInt32: d.dtype = {grist::dlpack::kDLInt, 32, 1}; break;
+      case DType::kInt64: d.dtype = {grist::dlpack::kDLInt, 64, 1}; break;
+      case DType::kFloat32: d.dtype = {grist::dlpack::kDLFloat, 32, 1}; break;
     }
     d.shape = m->shape;
     d.strides = nullptr;

@@ -20,7 +20,8 @@
 
 namespace {
 
-using grist::capi::CheckStructSize;
+using grist::capi::CheckStruct;
+using grist::capi::ClearOut;
 using grist::capi::Guard;
 using grist::capi::NegativeCount;
 using grist::capi::NullArgument;
@@ -83,13 +84,8 @@ GRIST_CAPI void grist_loader_options_init(grist_loader_options* options) {
 
 GRIST_CAPI int grist_loader_open(const grist_loader_options* options, grist_loader** out) {
   constexpr const char* kFn = "grist_loader_open";
-  if (out == nullptr) return NullArgument(kFn, "out");
-  *out = nullptr;
-  if (options == nullptr) return NullArgument(kFn, "options");
-  if (int rc = CheckStructSize(kFn, "grist_loader_options", options->struct_size,
-                               sizeof(grist_loader_options))) {
-    return rc;
-  }
+  if (int rc = ClearOut(kFn, out)) return rc;
+  if (int rc = CheckStruct(kFn, "options", "grist_loader_options", options)) return rc;
   return Guard(kFn, [&] {
     const grist_loader_options& c = *options;
     if (c.num_releases < 1) {
@@ -210,10 +206,7 @@ GRIST_CAPI int grist_loader_load_state(grist_loader* loader, const char* json) {
 GRIST_CAPI int grist_loader_get_info(grist_loader* loader, grist_loader_info* info) {
   constexpr const char* kFn = "grist_loader_get_info";
   if (loader == nullptr) return NullArgument(kFn, "loader");
-  if (info == nullptr) return NullArgument(kFn, "info");
-  if (int rc = CheckStructSize(kFn, "grist_loader_info", info->struct_size, sizeof(grist_loader_info))) {
-    return rc;
-  }
+  if (int rc = CheckStruct(kFn, "info", "grist_loader_info", info)) return rc;
   const Loader& l = *loader->loader;
   const int64_t kUnlimited = INT64_MAX;
   info->on_cuda = l.on_cuda() ? 1 : 0;
@@ -351,11 +344,7 @@ GRIST_CAPI int grist_write_synthetic_release(const char* dir,
                                              const grist_synthetic_release_options* options) {
   constexpr const char* kFn = "grist_write_synthetic_release";
   if (dir == nullptr) return NullArgument(kFn, "dir");
-  if (options == nullptr) return NullArgument(kFn, "options");
-  if (int rc = CheckStructSize(kFn, "grist_synthetic_release_options", options->struct_size,
-                               sizeof(grist_synthetic_release_options))) {
-    return rc;
-  }
+  if (int rc = CheckStruct(kFn, "options", "grist_synthetic_release_options", options)) return rc;
   return Guard(kFn, [&] {
     grist::loader::SyntheticReleaseOptions o;
     o.samples = options->samples;

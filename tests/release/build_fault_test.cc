@@ -213,7 +213,7 @@ TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
 }
 
 // A kill anywhere in pack+shard leaves the release already at --output published and valid: the
-// new one is written beside it (WORK/release) and takes its name at once (release/build.cc,
+// new one is written beside it (WORK/release) and takes its name at once (release/publish.cc,
 // Publish), so before the move the old release is there whole, after it the new one is.
 TEST_F(BuildFaultTest, AKillDuringPackLeavesThePreviousReleasePublished) {
   GRIST_NEED_TEST_HOOKS(crash::Enabled());

@@ -38,8 +38,8 @@ std::vector<BenchInfo>& BenchRegistry();
 // Test hook for `grist bench all`'s handling of a bench that fails, crashes or hangs: when the
 // environment has GRIST_BENCH_INJECT_FAULT=<bench>:fail|crash|hang and <bench> is `name`, returns
 // an Internal error, aborts, or sleeps forever. Otherwise OK. Called before each bench runs.
-// Compiled in only with GRIST_TEST_HOOKS (as common/crash_point.h): a distribution build ignores
-// the variable and always returns OK.
+// Compiled in only with GRIST_TEST_HOOKS (as common/crash_point.h; default off): a plain build
+// ignores the variable and always returns OK.
 absl::Status MaybeInjectFault(const std::string& name);
 // Whether MaybeInjectFault honours GRIST_BENCH_INJECT_FAULT in this build.
 bool FaultInjectionEnabled();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ckptio/internal/ring_loop.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 
@@ -37,64 +38,35 @@ absl::StatusOr<PlainWriteResult> PlainUringWrite(const std::string& path, const 
   }
   // O_DIRECT writes whole 4096-byte blocks; a tail shorter than that goes with pwrite afterwards.
   const uint64_t aligned = out.direct ? len / 4096 * 4096 : len;
-  struct Op {
-    uint64_t off, end;
+  // [0, aligned) in blocks of block_size, one request per block in flight (a slot each).
+  struct Blocks {
+    int fd;
+    const char* data;
+    const std::string& path;
+    internal::BlockSlots slots;
+
+    bool Next(uint64_t* slot) { return slots.Next(slot); }
+    void Prep(struct io_uring_sqe* sqe, uint64_t slot) {
+      const internal::BlockSlots::Op& op = slots.op(slot);
+      io_uring_prep_write(sqe, fd, data + op.off, static_cast<unsigned>(op.end - op.off), op.off);
+      io_uring_sqe_set_data64(sqe, slot);
+    }
+    int Filter(int res) { return res; }
+    absl::StatusOr<bool> Complete(uint64_t slot, int res) {
+      if (res < 0) return ErrnoError(-res, absl::StrCat("writing ", path));
+      if (res == 0) {
+        return absl::DataLossError(absl::StrCat("writing ", path, ": zero-length write"));
+      }
+      internal::BlockSlots::Op& op = slots.op(slot);
+      op.off += static_cast<uint64_t>(res);
+      if (op.off < op.end) return true;  // short write: the rest again
+      slots.Free(slot);
+      return false;
+    }
   };
-  std::vector<Op> ops(static_cast<size_t>(queue_depth));
-  std::vector<size_t> free_slots;
-  for (size_t i = 0; i < ops.size(); ++i) free_slots.push_back(i);
-  uint64_t next = 0;
-  int inflight = 0;
-  absl::Status error;
-  auto submit = [&](size_t slot) {
-    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    io_uring_prep_write(sqe, fd, data + ops[slot].off, static_cast<unsigned>(ops[slot].end - ops[slot].off),
-                        ops[slot].off);
-    io_uring_sqe_set_data64(sqe, slot);
-  };
-  while (error.ok() && (next < aligned || inflight > 0)) {
-    bool any = false;
-    while (next < aligned && !free_slots.empty()) {
-      const size_t slot = free_slots.back();
-      free_slots.pop_back();
-      ops[slot] = {next, std::min(aligned, next + block_size)};
-      next = ops[slot].end;
-      submit(slot);
-      ++inflight;
-      any = true;
-    }
-    if (any) io_uring_submit(&ring);
-    struct io_uring_cqe* cqe = nullptr;
-    r = io_uring_wait_cqe(&ring, &cqe);
-    if (r == -EINTR) continue;
-    if (r < 0) {
-      error = ErrnoError(-r, "io_uring_wait_cqe");
-      break;
-    }
-    const size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    const int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
-    --inflight;
-    if (res < 0) {
-      error = ErrnoError(-res, absl::StrCat("writing ", path));
-    } else if (res == 0) {
-      error = absl::DataLossError(absl::StrCat("writing ", path, ": zero-length write"));
-    } else if (ops[slot].off + static_cast<uint64_t>(res) < ops[slot].end) {
-      ops[slot].off += static_cast<uint64_t>(res);  // short write: the rest again
-      submit(slot);
-      io_uring_submit(&ring);
-      ++inflight;
-    } else {
-      free_slots.push_back(slot);
-    }
-  }
-  while (inflight > 0) {  // never leave the kernel writing after an error
-    struct io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(&ring, &cqe) == 0) {
-      io_uring_cqe_seen(&ring, cqe);
-      --inflight;
-    }
-  }
+  Blocks blocks{fd, data, path,
+                internal::BlockSlots(aligned, block_size, static_cast<unsigned>(queue_depth))};
+  absl::Status error = internal::RunRing(&ring, static_cast<unsigned>(queue_depth), blocks);
   io_uring_queue_exit(&ring);
   if (error.ok() && aligned < len) {
     (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT);

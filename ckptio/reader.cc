@@ -14,6 +14,7 @@
 #include "ckptio/checkpoint_format.h"
 #include "ckptio/internal/io_util.h"
 #include "ckptio/internal/ring.h"
+#include "ckptio/internal/ring_loop.h"
 #include "ckptio/writer.h"
 #include "common/status_macros.h"
 
@@ -52,82 +53,55 @@ absl::Status ReadWithUring(int fd, char* buf, uint64_t size, uint64_t io_end, co
     if (off < size) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
     return absl::OkStatus();
   }
-  struct Op {
-    uint64_t off, end;
+  // The file in blocks of o.block_size, one request per block in flight (a slot each); `progress`
+  // hears of each growth of the prefix of whole blocks.
+  struct Blocks {
+    int fd;
+    char* buf;
+    uint64_t size, block_size;
+    const std::string& path;
+    const std::function<void(uint64_t)>& progress;
+    internal::BlockSlots slots;  // [0, io_end)
+    std::vector<bool> block_done;
+    uint64_t prefix_block = 0;
+    uint64_t got = 0;  // bytes below `size` delivered
+
+    bool Next(uint64_t* slot) { return slots.Next(slot); }
+    void Prep(struct io_uring_sqe* sqe, uint64_t slot) {
+      const internal::BlockSlots::Op& op = slots.op(slot);
+      const uint64_t len = internal::ShapeRequest(internal::RingOp::kRead, op.end - op.off);
+      io_uring_prep_read(sqe, fd, buf + op.off, static_cast<unsigned>(len), op.off);
+      io_uring_sqe_set_data64(sqe, slot);
+    }
+    int Filter(int res) { return internal::FilterCompletion(internal::RingOp::kRead, res); }
+    absl::StatusOr<bool> Complete(uint64_t slot, int res) {
+      internal::BlockSlots::Op& op = slots.op(slot);
+      if (res < 0) return ErrnoError(-res, absl::StrCat("reading ", path, " at offset ", op.off));
+      const uint64_t end = op.off + static_cast<uint64_t>(res);
+      got += std::min(end, size) - std::min(op.off, size);
+      if (res > 0 && end < op.end && end < size) {  // short read before EOF: read the rest
+        op.off = end;
+        return true;
+      }
+      // op.end - 1 lies in the op's block even after short-read resubmits.
+      block_done[(op.end - 1) / block_size] = true;
+      const uint64_t before = prefix_block;
+      while (prefix_block < block_done.size() && block_done[prefix_block]) ++prefix_block;
+      if (prefix_block != before) progress(std::min(size, prefix_block * block_size));
+      slots.Free(slot);
+      return false;
+    }
   };
-  std::vector<Op> ops(qd);
-  const uint64_t nblocks = (io_end + o.block_size - 1) / o.block_size;
-  std::vector<bool> block_done(nblocks, false);
-  uint64_t prefix_block = 0;
-  auto complete = [&](uint64_t off) {
-    block_done[off / o.block_size] = true;
-    const uint64_t before = prefix_block;
-    while (prefix_block < nblocks && block_done[prefix_block]) ++prefix_block;
-    if (prefix_block != before) progress(std::min(size, prefix_block * o.block_size));
-  };
-  std::vector<size_t> free_slots;
-  for (size_t i = 0; i < qd; ++i) free_slots.push_back(qd - 1 - i);
-  uint64_t next = 0;
-  uint64_t got = 0;  // bytes below `size` delivered
-  unsigned inflight = 0;
-  absl::Status error;
-  auto prep = [&](size_t slot) {
-    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    const uint64_t len = internal::ShapeRequest(internal::RingOp::kRead, ops[slot].end - ops[slot].off);
-    io_uring_prep_read(sqe, fd, buf + ops[slot].off, static_cast<unsigned>(len), ops[slot].off);
-    io_uring_sqe_set_data64(sqe, slot);
-  };
-  while (error.ok() && (next < io_end || inflight > 0)) {
-    bool submitted = false;
-    while (!free_slots.empty() && next < io_end) {
-      size_t slot = free_slots.back();
-      free_slots.pop_back();
-      ops[slot] = {next, std::min(io_end, next + o.block_size)};
-      next = ops[slot].end;
-      prep(slot);
-      ++inflight;
-      submitted = true;
-    }
-    if (submitted) io_uring_submit(&ring);
-    struct io_uring_cqe* cqe = nullptr;
-    int r = io_uring_wait_cqe(&ring, &cqe);
-    if (r == -EINTR) continue;
-    if (r < 0) {
-      error = ErrnoError(-r, "io_uring_wait_cqe");
-      break;
-    }
-    size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    Op& op = ops[slot];
-    const int res = internal::FilterCompletion(internal::RingOp::kRead, cqe->res);
-    io_uring_cqe_seen(&ring, cqe);
-    if (res == -EAGAIN || res == -EINTR) {
-      prep(slot);
-      io_uring_submit(&ring);
-      continue;
-    }
-    --inflight;
-    if (res < 0) {
-      error = ErrnoError(-res, absl::StrCat("reading ", path, " at offset ", op.off));
-      break;
-    }
-    const uint64_t end = op.off + static_cast<uint64_t>(res);
-    got += std::min(end, size) - std::min(op.off, size);
-    if (res > 0 && end < op.end && end < size) {  // short read before EOF: read the rest
-      op.off = end;
-      prep(slot);
-      ++inflight;
-      io_uring_submit(&ring);
-      continue;
-    }
-    complete(op.end - 1);  // op.end - 1 lies in the op's block even after short-read resubmits
-    free_slots.push_back(slot);
-  }
-  while (inflight > 0) {
-    struct io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
-    io_uring_cqe_seen(&ring, cqe);
-    --inflight;
-  }
+  Blocks blocks{fd,
+                buf,
+                size,
+                o.block_size,
+                path,
+                progress,
+                internal::BlockSlots(io_end, o.block_size, qd),
+                std::vector<bool>((io_end + o.block_size - 1) / o.block_size, false)};
+  const absl::Status error = internal::RunRing(&ring, qd, blocks);
+  const uint64_t got = blocks.got;
   io_uring_queue_exit(&ring);
   RETURN_IF_ERROR(error);
   if (got < size) {
@@ -362,69 +336,42 @@ absl::Status ReadOps(int fd, std::vector<ReadOp> ops, uint64_t file_size, int qd
     }
     return absl::OkStatus();
   }
-  std::vector<uint64_t> done(ops.size(), 0);
-  size_t next = 0;
-  unsigned inflight = 0;
-  absl::Status error;
-  auto prep = [&](size_t i) {
-    struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    io_uring_prep_read(sqe, fd, ops[i].dst + done[i], static_cast<unsigned>(ops[i].len - done[i]),
-                       ops[i].off + done[i]);
-    io_uring_sqe_set_data64(sqe, i);
-    ++inflight;
+  struct Scattered {
+    int fd;
+    const std::string& path;
+    const std::vector<ReadOp>& ops;
+    uint64_t file_size;
+    const std::function<absl::Status(size_t)>& done_fn;
+    std::vector<uint64_t> done;  // bytes of each op read so far
+    size_t next = 0;
+
+    uint64_t Need(size_t i) const {
+      return std::min(ops[i].off + ops[i].len, file_size) - std::min(ops[i].off, file_size);
+    }
+    bool Next(uint64_t* i) {
+      if (next >= ops.size()) return false;
+      *i = next++;
+      return true;
+    }
+    void Prep(struct io_uring_sqe* sqe, uint64_t i) {
+      io_uring_prep_read(sqe, fd, ops[i].dst + done[i], static_cast<unsigned>(ops[i].len - done[i]),
+                         ops[i].off + done[i]);
+      io_uring_sqe_set_data64(sqe, i);
+    }
+    int Filter(int res) { return res; }
+    absl::StatusOr<bool> Complete(uint64_t i, int res) {
+      if (res < 0) {
+        return ErrnoError(-res, absl::StrCat("reading ", path, " at offset ", ops[i].off + done[i]));
+      }
+      done[i] += static_cast<uint64_t>(res);
+      if (done[i] >= Need(i)) return false;
+      if (res == 0) return absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
+      return true;  // a short read before the end of the file: read the rest
+    }
+    absl::Status Retired(uint64_t i) { return done_fn ? done_fn(static_cast<size_t>(i)) : absl::OkStatus(); }
   };
-  while (error.ok() && (next < ops.size() || inflight > 0)) {
-    bool submitted = false;
-    while (inflight < qd && next < ops.size()) {
-      prep(next++);
-      submitted = true;
-    }
-    if (submitted) io_uring_submit(&ring);
-    struct io_uring_cqe* cqe = nullptr;
-    int r = io_uring_wait_cqe(&ring, &cqe);
-    if (r == -EINTR) continue;
-    if (r < 0) {
-      error = ErrnoError(-r, "io_uring_wait_cqe");
-      break;
-    }
-    const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
-    const int res = cqe->res;
-    io_uring_cqe_seen(&ring, cqe);
-    --inflight;
-    if (res == -EAGAIN || res == -EINTR) {
-      prep(i);
-      io_uring_submit(&ring);
-      continue;
-    }
-    if (res < 0) {
-      error = ErrnoError(-res, absl::StrCat("reading ", path, " at offset ", ops[i].off + done[i]));
-      break;
-    }
-    done[i] += static_cast<uint64_t>(res);
-    if (done[i] < need(ops[i])) {
-      if (res == 0) {
-        error = absl::DataLossError(absl::StrCat(path, ": file shrank while reading"));
-        break;
-      }
-      prep(i);  // a short read before the end of the file: read the rest
-      io_uring_submit(&ring);
-    } else if (done_fn) {
-      // Refill the queue first, so the disk works while this op's bytes are used.
-      bool refill = false;
-      while (inflight < qd && next < ops.size()) {
-        prep(next++);
-        refill = true;
-      }
-      if (refill) io_uring_submit(&ring);
-      error = done_fn(i);
-    }
-  }
-  while (inflight > 0) {
-    struct io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
-    io_uring_cqe_seen(&ring, cqe);
-    --inflight;
-  }
+  Scattered scattered{fd, path, ops, file_size, done_fn, std::vector<uint64_t>(ops.size(), 0)};
+  const absl::Status error = internal::RunRing(&ring, qd, scattered);
   io_uring_queue_exit(&ring);
   return error;
 }

@@ -13,13 +13,16 @@
 #include "common/ordered.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "common/task_parts.h"
 #include "common/sysinfo.h"
 #include "common/thread_pool.h"
 
 namespace grist::clean {
 
-std::string TaskPrefix(int task, int tasks) {
-  return absl::StrFormat("part-%05d-of-%05d", task, tasks);
+std::string TaskPrefix(int task, int tasks) { return TaskPartName(kPartStem, task, tasks); }
+
+std::string TaskReportName(int task, int tasks) {
+  return TaskPartName(kReportStem, task, tasks) + kReportSuffix;
 }
 
 namespace {
@@ -366,7 +369,7 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   report.peak_rss_bytes = PeakRssBytes();
   report.options_json = OptionsJson(options);
   RETURN_IF_ERROR(WriteFileAtomic(
-      env, JoinPath(output_dir, absl::StrCat("clean-report-", prefix.substr(5), ".json")),
+      env, JoinPath(output_dir, TaskReportName(run.task, run.tasks)),
       report.ToJson() + "\n"));
   return report;
 }

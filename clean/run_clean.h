@@ -1,7 +1,7 @@
 // The `clean` stage: reads documents (common/records.h), cleans and filters them (clean/cleaner.h),
 // writes kept documents and every rejected one, and reports what happened.
 //
-// Output layout (for task I of N; PREFIX = "part-IIIII-of-NNNNN", 5-digit zero-padded):
+// Output layout (for task I of N; PREFIX = "part-IIIII-of-NNNNN", common/task_parts.h):
 //   DIR/PREFIX-00000.jsonl.zst ...          kept documents, cleaned, as grist document records
 //   DIR/rejects/PREFIX-00000.jsonl.zst ...  rejected documents with "reasons":[...] (and "error"
 //                                           for records that could not be read)
@@ -78,8 +78,15 @@ struct CleanReport {
   std::string Summary() const;
 };
 
+// The stems of a task's outputs (common/task_parts.h): its parts "part-IIIII-of-NNNNN-*" and its
+// report "clean-report-IIIII-of-NNNNN.json".
+inline constexpr char kPartStem[] = "part";
+inline constexpr char kReportStem[] = "clean-report";
+inline constexpr char kReportSuffix[] = ".json";
 // The file-name prefix of task `task` of `tasks` ("part-00000-of-00001").
 std::string TaskPrefix(int task, int tasks);
+// The report's file name of task `task` of `tasks` ("clean-report-00000-of-00001.json").
+std::string TaskReportName(int task, int tasks);
 // The effective options as a JSON object (every threshold), for reports and manifests.
 std::string OptionsJson(const CleanOptions& options);
 

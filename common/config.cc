@@ -13,6 +13,7 @@
 #include "common/env.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace grist {
 
@@ -40,30 +41,10 @@ std::pair<size_t, size_t> FirstInvalidByte(std::string_view t) {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < t.size();) {
     const auto b = static_cast<unsigned char>(t[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (b < 0x80) {
-      if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7f) return {line, col};
-      n = 1;
-      cp = b;
-    } else if ((b & 0xe0) == 0xc0) {
-      n = 2, cp = b & 0x1f;
-    } else if ((b & 0xf0) == 0xe0) {
-      n = 3, cp = b & 0x0f;
-    } else if ((b & 0xf8) == 0xf0) {
-      n = 4, cp = b & 0x07;
-    } else {
-      return {line, col};
-    }
-    if (i + n > t.size()) return {line, col};
-    for (size_t k = 1; k < n; ++k) {
-      const auto c = static_cast<unsigned char>(t[i + k]);
-      if ((c & 0xc0) != 0x80) return {line, col};
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return {line, col};
-    if (cp == '\n') {
+    if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7f) return {line, col};
+    const size_t n = Utf8SequenceLength(t.data() + i, t.size() - i);
+    if (n == 0) return {line, col};
+    if (b == '\n') {
       ++line;
       col = 1;
     } else {

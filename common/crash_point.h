@@ -11,9 +11,9 @@
 // GRIST_CRASH_TRACE=<file> appends the name of every point reached, one a line, so that a test
 // can list the points a run goes through. Tests in the same process use Arm()/Disarm()/Hits().
 //
-// The hook is compiled in only with the CMake option GRIST_TEST_HOOKS (default: the value of
-// GRIST_BUILD_TESTS, so on in development and CI builds, off in a distribution build without
-// tests). Without it Point() returns OK at once and the variables above are ignored. Each
+// The hook is compiled in only with the CMake option GRIST_TEST_HOOKS (default off: a plain build
+// of `grist` ignores the variables above; scripts/test.sh and the sanitizer scripts turn it on).
+// Without it Point() returns OK at once and Enabled() is false. Each
 // component lists its points in its crash-point header (ckptio/internal/crash_points.h,
 // release/crash_points.h); docs/reliability.md says what a kill at each leaves on disk.
 //

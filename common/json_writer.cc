@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/utf8.h"
 
 namespace grist {
 
@@ -22,26 +23,6 @@ inline bool AllPlain(uint64_t w) {
   const uint64_t q = w ^ (kOnes * '"'), b = w ^ (kOnes * '\\');
   const uint64_t quote = (q - kOnes) & ~q & kHighs, backslash = (b - kOnes) & ~b & kHighs;
   return (below_space | from_del | quote | backslash) == 0;
-}
-
-// The length of the valid UTF-8 sequence at p[0] (a byte >= 0x80), or 0 if it is not one.
-inline int Utf8SequenceLength(const unsigned char* p, size_t avail) {
-  const unsigned char c = p[0];
-  int len = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-  if (len == 0 || static_cast<size_t>(len) > avail) return 0;
-  for (int k = 1; k < len; ++k) {
-    if ((p[k] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (p[k] & 0x3F);
-  }
-  if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-      cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return len;
 }
 
 }  // namespace

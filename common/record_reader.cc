@@ -15,6 +15,7 @@
 #include "common/internal/stream_cutter.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace grist {
 
@@ -29,44 +30,6 @@ using internal::LineReader;
 using internal::RangeFile;
 using internal::RawSource;
 using internal::TrimRight;
-
-
-// Replaces invalid UTF-8 sequences with U+FFFD; returns how many were replaced.
-uint32_t RepairUtf8(std::string_view in, std::string* out) {
-  out->clear();
-  out->reserve(in.size() + 16);
-  uint32_t bad = 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  size_t n = in.size();
-  for (size_t i = 0; i < n;) {
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      out->push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-               cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) {
-      ok = false;
-    }
-    if (ok) {
-      out->append(in.data() + i, len);
-      i += len;
-    } else {
-      out->append("\xEF\xBF\xBD");
-      ++bad;
-      ++i;
-    }
-  }
-  return bad;
-}
 
 std::string TruncatedForError(std::string_view s) {
   return std::string(s.substr(0, std::min(s.size(), kMaxErrorText)));

@@ -153,8 +153,17 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
                                      const RunOptions& run);
 
 enum class DedupStage { kSignatures, kBuckets, kClusters, kMerge, kFilter, kReport };
-absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name);
+// Every stage, in the order they run.
+inline constexpr DedupStage kDedupStages[] = {DedupStage::kSignatures, DedupStage::kBuckets,
+                                              DedupStage::kClusters,   DedupStage::kMerge,
+                                              DedupStage::kFilter,     DedupStage::kReport};
+// A stage's name: "signatures", "buckets", "clusters", "merge", "filter", "report" (--stage,
+// the stats files, the report's "stages").
 const char* DedupStageName(DedupStage stage);
+// The names of kDedupStages, in order (the choices of `grist dedup --stage`).
+std::vector<std::string> DedupStageNames();
+// InvalidArgument naming the choices for a name that is none of DedupStageNames().
+absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name);
 // Whether a stage runs as many tasks (merge and report run as one).
 bool StageIsParallel(DedupStage stage);
 

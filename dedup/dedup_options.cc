@@ -17,6 +17,7 @@
 #include <vector>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "common/env.h"
@@ -39,15 +40,20 @@ namespace grist::dedup {
 
 namespace {
 
+// The spellings of ExactNormalize in configs, flags and the stage fingerprint.
+const std::vector<std::pair<std::string, ExactNormalize>>& ExactNormalizeNames() {
+  static const auto* names = new std::vector<std::pair<std::string, ExactNormalize>>{
+      {"none", ExactNormalize::kNone},
+      {"whitespace", ExactNormalize::kWhitespace},
+      {"lower", ExactNormalize::kLower}};
+  return *names;
+}
+
 OptionTable<DedupOptions>* BuildTable() {
   auto* t = new OptionTable<DedupOptions>("dedup.");
   t->Bool("dedup.exact", GRIST_OPTION_FIELD(exact), "Exact (XXH3-128) dedup");
   t->Enum("dedup.exact_normalize", GRIST_OPTION_FIELD(exact_normalize),
-          "Text normalization before the exact hash",
-          std::vector<std::pair<std::string, ExactNormalize>>{
-              {"none", ExactNormalize::kNone},
-              {"whitespace", ExactNormalize::kWhitespace},
-              {"lower", ExactNormalize::kLower}});
+          "Text normalization before the exact hash", ExactNormalizeNames());
   t->Bool("dedup.near", GRIST_OPTION_FIELD(near), "Near-duplicate (MinHash LSH) dedup");
   t->Enum("dedup.shingle", GRIST_OPTION_FIELD(shingle.kind), "Shingle unit",
           std::vector<std::pair<std::string, ShingleKind>>{{"word", ShingleKind::kWord},
@@ -87,13 +93,8 @@ OptionTable<DedupOptions>* BuildTable() {
 namespace internal {
 
 const char* ExactNormalizeName(ExactNormalize m) {
-  switch (m) {
-    case ExactNormalize::kNone:
-      return "none";
-    case ExactNormalize::kWhitespace:
-      return "whitespace";
-    case ExactNormalize::kLower:
-      return "lower";
+  for (const auto& [name, mode] : ExactNormalizeNames()) {
+    if (mode == m) return name.c_str();
   }
   return "?";
 }
@@ -214,16 +215,6 @@ std::string DedupReport::ToJson() const {
 // ---------------------------------------------------------------------------------------------
 // Stage plumbing
 
-absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name) {
-  for (DedupStage s : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
-                       DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
-    if (name == DedupStageName(s)) return s;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dedup stage '", name,
-      "' (expected signatures, buckets, clusters, merge, filter or report)"));
-}
-
 const char* DedupStageName(DedupStage stage) {
   switch (stage) {
     case DedupStage::kSignatures:
@@ -240,6 +231,20 @@ const char* DedupStageName(DedupStage stage) {
       return "report";
   }
   return "?";
+}
+
+std::vector<std::string> DedupStageNames() {
+  std::vector<std::string> out;
+  for (DedupStage s : kDedupStages) out.push_back(DedupStageName(s));
+  return out;
+}
+
+absl::StatusOr<DedupStage> ParseDedupStage(const std::string& name) {
+  for (DedupStage s : kDedupStages) {
+    if (name == DedupStageName(s)) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dedup stage '", name, "' (expected ",
+                                                 absl::StrJoin(DedupStageNames(), ", "), ")"));
 }
 
 bool StageIsParallel(DedupStage stage) {

@@ -27,6 +27,7 @@
 #include "common/rng.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
+#include "common/task_parts.h"
 #include "common/thread_pool.h"
 #include "dedup/dedup_format.h"
 #include "dedup/internal/files.h"
@@ -134,21 +135,22 @@ absl::Status RunFilter(Ctx& c) {
     }
     std::sort(dup_lines.begin(), dup_lines.end());
   }
+  // The kept and removed documents: "dedup-NNNNN.jsonl.zst" from one task, else
+  // TaskPartName("dedup", I, N) + "-NNNNN.jsonl.zst" (common/task_parts.h).
+  constexpr char kStem[] = "dedup";
   const std::string prefix =
-      c.run.tasks == 1 ? std::string("dedup")
-                       : absl::StrFormat("dedup-%05d-of-%05d", c.run.task, c.run.tasks);
+      c.run.tasks == 1 ? std::string(kStem) : TaskPartName(kStem, c.run.task, c.run.tasks);
   const std::string removed_dir = JoinPath(c.output_dir, "removed");
   RETURN_IF_ERROR(c.env->CreateDirs(c.output_dir));
   RETURN_IF_ERROR(c.env->CreateDirs(removed_dir));
   // Parts of an earlier run: this task's own, and any written with another task count.
-  const std::string same_count = absl::StrFormat("-of-%05d-", c.run.tasks);
   for (const std::string& d : {c.output_dir, removed_dir}) {
     ASSIGN_OR_RETURN(std::vector<std::string> names, c.env->ListDir(d));
     for (const std::string& n : names) {
-      if (n.rfind("dedup-", 0) != 0) continue;
+      if (n.rfind(absl::StrCat(kStem, "-"), 0) != 0) continue;
+      const std::optional<TaskPart> p = ParseTaskPart(n, kStem);
       const bool own = n.rfind(prefix + "-", 0) == 0;
-      const bool other_count = c.run.tasks == 1 || n.size() < 6 + 5 + same_count.size() ||
-                               n.compare(11, same_count.size(), same_count) != 0;
+      const bool other_count = c.run.tasks == 1 || !p || p->tasks != c.run.tasks;
       if (own || other_count) RETURN_IF_ERROR(c.env->RemoveFile(JoinPath(d, n)));
     }
   }

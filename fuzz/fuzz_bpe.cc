@@ -15,6 +15,7 @@
 
 #include "common/env.h"
 #include "common/rng.h"
+#include "common/utf8.h"
 #include "tests/tokenize/gen_text.h"
 #include "tokenize/internal/normalizer.h"
 #include "tokenize/internal/spm.h"
@@ -56,7 +57,7 @@ std::unique_ptr<grist::tokenize::Tokenizer> TrainModel(
 std::string Repair(std::string_view in) {
   std::string out;
   while (!in.empty()) {
-    size_t n = grist::tokenize::internal::ValidUtf8Len(in.data(), in.size());
+    size_t n = grist::Utf8SequenceLength(in.data(), in.size());
     if (n == 0) {
       const uint8_t b = static_cast<uint8_t>(in[0]);
       static const uint32_t kBases[] = {0x20, 0x3000, 0x4E00, 0x1F600, 0x2580, 0x300, 0xFF00, 0x0};

@@ -9,22 +9,9 @@
 #include <string_view>
 
 #include "clean/cleaner.h"
+#include "common/utf8.h"
 
 namespace {
-
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
 
 grist::clean::CleanOptions OptionsFor(int which) {
   grist::clean::CleanOptions o;
@@ -59,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fresh.Clean(raw, &a);
   reused[which]->Clean(raw, &b);
   if (a.text != b.text || a.reasons != b.reasons) __builtin_trap();
-  if (!ValidUtf8(a.text)) __builtin_trap();
+  if (!grist::IsValidUtf8(a.text)) __builtin_trap();
   for (unsigned char c : a.text) {
     if (c == 0 || c == '\r' || (c < 0x20 && c != '\n' && !(c == '\t' && which == 2))) __builtin_trap();
   }

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -16,69 +14,16 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "common/env.h"
+#include "loader/internal/batch_fill.h"
+#include "loader/internal/batch_pool.h"
 #include "loader/internal/cuda.h"
 #include "loader/release_source.h"
 
 namespace grist::loader {
 
-namespace {
-
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-constexpr uint32_t kFieldOrder[] = {kInputIds, kLabels, kPositionIds, kLossMask, kSampleIndex,
-                                    kReleaseIndex, kCuSeqlens};
-
-size_t DTypeSize(DType d) { return d == DType::kInt64 ? 8 : 4; }
-
-// Where each requested tensor lives in a batch buffer. cu_seqlens is last so that a copy can stop
-// at its used length.
-struct Layout {
-  struct Entry {
-    uint32_t field;
-    DType dtype;
-    int ndim;
-    int64_t shape[2];
-    size_t offset;
-    size_t bytes;
-  };
-  std::vector<Entry> entries;
-  size_t total = 0;
-  int64_t rows = 0, seq_len = 0;
-
-  static Layout Make(int64_t m, int64_t s, uint32_t fields, bool int32_ids) {
-    Layout l;
-    l.rows = m;
-    l.seq_len = s;
-    const DType ids = int32_ids ? DType::kInt32 : DType::kInt64;
-    size_t off = 0;
-    for (uint32_t f : kFieldOrder) {
-      if (!(fields & f)) continue;
-      Entry e{f, ids, 2, {m, s}, off, 0};
-      if (f == kLossMask) e.dtype = DType::kFloat32;
-      if (f == kSampleIndex || f == kReleaseIndex) {
-        e.dtype = DType::kInt64;
-        e.ndim = 1;
-        e.shape[0] = m;
-        e.shape[1] = 0;
-      }
-      if (f == kCuSeqlens) {
-        e.dtype = DType::kInt32;
-        e.ndim = 1;
-        e.shape[0] = m * s + 1;
-        e.shape[1] = 0;
-      }
-      e.bytes = DTypeSize(e.dtype) * static_cast<size_t>(e.shape[0]) *
-                static_cast<size_t>(e.ndim == 2 ? e.shape[1] : 1);
-      off = AlignUp(off + e.bytes);
-      l.entries.push_back(e);
-    }
-    l.total = std::max<size_t>(off, kAlign);
-    return l;
-  }
-};
-
-}  // namespace
+using internal::CheckSegments;
+using internal::FillRow;
+using internal::RowOut;
 
 const char* FieldName(uint32_t field) {
   switch (field) {
@@ -119,120 +64,6 @@ absl::StatusOr<uint32_t> ParseFields(const std::string& names) {
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Pool: batch buffers, handed out to workers and returned when a Batch is destroyed.
-
-class Pool {
- public:
-  Pool(Layout layout, bool cuda, int device) : layout_(std::move(layout)), cuda_(cuda), device_(device) {}
-  ~Pool() {
-    std::unique_ptr<cuda::ScopedDevice> on;
-    if (cuda_) {
-      on = std::make_unique<cuda::ScopedDevice>(device_);
-      if (stream_) (void)cuda::StreamSynchronize(stream_);
-    }
-    for (Slot& s : slots_) {
-      if (cuda_) {
-        cuda::HostFree(s.host);
-        cuda::DeviceFree(s.dev);
-        cuda::EventDestroy(s.copy_event);
-        cuda::EventDestroy(s.free_event);
-      } else {
-        std::free(s.host);
-      }
-    }
-    if (cuda_) cuda::StreamDestroy(stream_);
-  }
-
-  absl::Status Init() {
-    if (cuda_) {
-      cuda::ScopedDevice on(device_);  // the caller's current device is left as it was
-      ASSIGN_OR_RETURN(stream_, cuda::StreamCreate());
-    }
-    return absl::OkStatus();
-  }
-
-  struct Slot {
-    char* host = nullptr;
-    char* dev = nullptr;
-    void* copy_event = nullptr;
-    void* free_event = nullptr;
-    bool copy_pending = false;  // copy_event recorded; host buffer busy until it completes
-    bool free_pending = false;  // free_event recorded on the consumer's stream at release
-  };
-
-  // A free slot, or a new one. The caller owns it until Release.
-  absl::StatusOr<int> Acquire() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!free_.empty()) {
-        int i = free_.back();
-        free_.pop_back();
-        return i;
-      }
-    }
-    Slot s;
-    if (cuda_) {
-      ASSIGN_OR_RETURN(void* h, cuda::HostAlloc(layout_.total));
-      s.host = static_cast<char*>(h);
-      auto d = cuda::DeviceAlloc(layout_.total);
-      auto ce = d.ok() ? cuda::EventCreate() : absl::StatusOr<void*>(d.status());
-      auto fe = ce.ok() ? cuda::EventCreate() : absl::StatusOr<void*>(ce.status());
-      if (!fe.ok()) {
-        cuda::HostFree(h);
-        if (d.ok()) cuda::DeviceFree(*d);
-        if (ce.ok()) cuda::EventDestroy(*ce);
-        return fe.status();
-      }
-      s.dev = static_cast<char*>(*d);
-      s.copy_event = *ce;
-      s.free_event = *fe;
-    } else {
-      s.host = static_cast<char*>(std::aligned_alloc(4096, (layout_.total + 4095) / 4096 * 4096));
-      if (!s.host) return absl::ResourceExhaustedError("loader: out of memory for a batch buffer");
-    }
-    std::lock_guard<std::mutex> l(mu_);
-    slots_.push_back(s);
-    return static_cast<int>(slots_.size() - 1);
-  }
-
-  void Release(int i, uintptr_t consumer_stream, bool waited) {
-    std::lock_guard<std::mutex> l(mu_);
-    Slot& s = slots_[static_cast<size_t>(i)];
-    if (cuda_ && waited) {
-      cuda::ScopedDevice on(device_);
-      // Work the consumer queued on its stream before this release may still read the device
-      // buffer: the next copy into it waits for this event.
-      s.free_pending = cuda::EventRecord(s.free_event, reinterpret_cast<void*>(consumer_stream)).ok();
-    }
-    free_.push_back(i);
-  }
-
-  Slot* slot(int i) {
-    std::lock_guard<std::mutex> l(mu_);
-    return &slots_[static_cast<size_t>(i)];  // deque: stable address
-  }
-  const Layout& layout() const { return layout_; }
-  bool cuda() const { return cuda_; }
-  int device() const { return device_; }
-  void* stream() const { return stream_; }
-  size_t num_slots() {
-    std::lock_guard<std::mutex> l(mu_);
-    return slots_.size();
-  }
-
- private:
-  const Layout layout_;
-  const bool cuda_;
-  const int device_;
-  void* stream_ = nullptr;
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through libstdc++/pthread, not
-  // through Debian's uninstrumented Abseil.
-  std::mutex mu_;
-  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> free_ ABSL_GUARDED_BY(mu_);
-};
-
 Batch::~Batch() {
   if (pool_ && slot_ >= 0) pool_->Release(slot_, consumer_stream_, waited_);
 }
@@ -259,96 +90,6 @@ absl::Status Batch::WaitOn(uintptr_t stream) const {
   waited_ = true;
   return absl::OkStatus();
 }
-
-// ---------------------------------------------------------------------------------------------
-// Filling one batch.
-
-namespace {
-
-template <typename Tok, typename Id>
-void CopyTokens(const Tok* t, int64_t s, Id* input, Id* labels) {
-  if (input) {
-    for (int64_t j = 0; j < s; ++j) input[j] = static_cast<Id>(t[j]);
-  }
-  if (labels) {
-    for (int64_t j = 0; j < s; ++j) labels[j] = static_cast<Id>(t[j + 1]);
-  }
-}
-
-template <typename Id>
-void FillPositions(Id* pos, int64_t start, int64_t end) {
-  for (int64_t j = start; j < end; ++j) pos[j] = static_cast<Id>(j - start);
-}
-
-struct RowOut {
-  void* input = nullptr;
-  void* labels = nullptr;
-  void* positions = nullptr;
-  float* loss_mask = nullptr;
-  int32_t* cu = nullptr;  // next cu_seqlens entry to write
-  int64_t cu_base = 0;    // flattened offset of this row
-  int64_t cu_count = 0;   // entries written by this row
-};
-
-absl::Status CheckSegments(const SampleSource& src, uint64_t index, const SampleView& v,
-                           uint32_t sample_tokens) {
-  if (v.num_segments == 0) {
-    return absl::DataLossError(absl::StrCat(src.Describe(index), ": sample has no segments"));
-  }
-  uint64_t sum = 0;
-  for (uint64_t k = 0; k < v.num_segments; ++k) {
-    const uint32_t seg = v.segments[k];
-    const uint32_t len = seg & kSegmentLengthMask;
-    if (len == 0) {
-      return absl::DataLossError(
-          absl::StrCat(src.Describe(index), ": segment ", k, " has length 0"));
-    }
-    if ((seg & kSegmentPaddingBit) && k + 1 != v.num_segments) {
-      return absl::DataLossError(
-          absl::StrCat(src.Describe(index), ": padding segment ", k, " is not the last"));
-    }
-    sum += len;
-  }
-  if (sum != sample_tokens) {
-    return absl::DataLossError(absl::StrCat(src.Describe(index), ": segment lengths sum to ", sum,
-                                            ", expected sample_tokens ", sample_tokens));
-  }
-  return absl::OkStatus();
-}
-
-template <typename Id>
-void FillRow(const SampleSource& src, const SampleView& v, int64_t s, RowOut* out) {
-  const uint32_t* segs = v.segments;
-  if (src.token_dtype() == TokenDtype::kUint16) {
-    CopyTokens(static_cast<const uint16_t*>(v.tokens), s, static_cast<Id*>(out->input),
-               static_cast<Id*>(out->labels));
-  } else {
-    CopyTokens(static_cast<const int32_t*>(v.tokens), s, static_cast<Id*>(out->input),
-               static_cast<Id*>(out->labels));
-  }
-  if (out->loss_mask) std::fill(out->loss_mask, out->loss_mask + s, 1.0f);
-  int64_t start = 0;
-  for (uint64_t k = 0; k < v.num_segments; ++k) {
-    const int64_t len = segs[k] & kSegmentLengthMask;
-    const bool pad = segs[k] & kSegmentPaddingBit;
-    const int64_t end = start + len;  // segment covers sample positions [start, end)
-    const int64_t in_end = std::min(end, s);
-    if (start < s) {
-      if (out->positions) FillPositions(static_cast<Id*>(out->positions), start, in_end);
-      if (out->cu) {
-        out->cu[out->cu_count++] = static_cast<int32_t>(out->cu_base + in_end);
-      }
-    }
-    if (pad && out->loss_mask) {
-      // labels[j] = t[j + 1] is padding for j + 1 in [start, end).
-      const int64_t lo = std::max<int64_t>(start - 1, 0);
-      for (int64_t j = lo; j < std::min(end - 1, s); ++j) out->loss_mask[j] = 0.0f;
-    }
-    start = end;
-  }
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Loader.

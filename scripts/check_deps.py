@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Checks the component boundaries the build is meant to enforce (issue 16, item 11):
+"""Checks the component boundaries (issue 16, item 11). The build enforces most of them through its
+include paths (cmake/GristHelpers.cmake: each target sees the public headers of what it links and
+its own folder, never the source root); this script checks what the paths cannot, and with --build
+that the paths do what they promise:
 
 1. A library's direct includes of other components match its CMake DEPS/PRIVATE_DEPS: every
    component it includes is a dependency, and every grist dependency is included somewhere.
@@ -8,17 +11,29 @@
 3. tools/, bench/ and python/ include public headers only.
 4. CMake names no folder that does not exist: every add_subdirectory() and every folder of a
    `foreach(component ...)` list that is added as a subdirectory is there.
+5. With --build DIR (a configured build folder with compile_commands.json): no compile command
+   has the source root as an include directory, and an X/internal/ header is reachable through a
+   command's include directories only for X's own sources, X's tests (tests/X/) and fuzz/.
 
-Run by ctest (`component_boundaries`) and by the build itself (the `component_boundaries_check`
-target, part of ALL), so a violation fails `cmake --build`.
+Run by ctest (`component_boundaries`, with --build) and by the build itself (the
+`component_boundaries_check` target, part of ALL), so a violation fails `cmake --build`.
 
-Usage: scripts/check_deps.py [SOURCE_ROOT]. Prints each violation; exit status 1 if any.
+Usage: scripts/check_deps.py [SOURCE_ROOT] [--build DIR]. Prints each violation; exit status 1 if
+any.
 """
+import json
 import os
 import re
+import shlex
 import sys
 
-root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+args = sys.argv[1:]
+build = None
+if "--build" in args:
+    i = args.index("--build")
+    build = os.path.abspath(args[i + 1])
+    del args[i:i + 2]
+root = args[0] if args else os.path.join(os.path.dirname(__file__), "..")
 root = os.path.abspath(root)
 # Known violations, each to be removed by the change that fixes it (not a place for new ones).
 ALLOWED = set()
@@ -96,6 +111,51 @@ def missing_folders():
     return out
 
 
+def include_dirs(command):
+    """The -I/-isystem/-iquote directories of one compile command, in order."""
+    words = shlex.split(command)
+    out = []
+    for i, w in enumerate(words):
+        for flag in ("-I", "-isystem", "-iquote"):
+            if w == flag and i + 1 < len(words):
+                out.append(words[i + 1])
+            elif w.startswith(flag) and len(w) > len(flag) and flag == "-I":
+                out.append(w[len(flag):])
+    return out
+
+
+def include_path_problems(comps):
+    """What the build's include directories let a source reach that it must not (check 5)."""
+    db = os.path.join(build, "compile_commands.json")
+    if not os.path.isfile(db):
+        return [f"--build {build}: no compile_commands.json (configure the build first)"]
+    internal = {}  # component dir -> its internal headers, as included ("dedup/internal/files.h")
+    for d in comps:
+        base = os.path.join(root, d, "internal")
+        if os.path.isdir(base):
+            internal[d] = sorted(f"{d}/internal/{n}" for n in os.listdir(base) if n.endswith(".h"))
+    out = []
+    for entry in json.load(open(db, encoding="utf-8")):
+        src = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
+        rel = os.path.relpath(src, os.path.realpath(root))
+        if rel.startswith(".."):
+            continue
+        command = entry.get("command") or " ".join(shlex.quote(a) for a in entry["arguments"])
+        dirs = [os.path.join(entry["directory"], d) for d in include_dirs(command)]
+        real = {os.path.realpath(d) for d in dirs}
+        if os.path.realpath(root) in real:
+            out.append(f"{rel}: compiled with the source root as an include directory")
+        top = rel.split(os.sep)[0]
+        for owner, headers in internal.items():
+            if top in (owner, "fuzz") or rel.startswith(f"tests/{owner}/"):
+                continue
+            for h in headers:
+                if any(os.path.exists(os.path.join(d, h)) for d in dirs):
+                    out.append(f"{rel}: its include directories reach {h}, private to {owner}/")
+                    break
+    return out
+
+
 def main():
     comps = components()
     problems = []
@@ -131,6 +191,8 @@ def main():
                     continue
                 problems.append(f"{rel}: includes {inc}, private to {owner}/")
     problems += missing_folders()
+    if build is not None:
+        problems += include_path_problems(comps)
     problems = sorted(set(p for p in problems if p not in ALLOWED))
     for p in problems:
         print(p)

@@ -16,7 +16,10 @@ scripts/setup.sh
 # python3 first on PATH; GRIST_PYTHON names it for code that wants one interpreter.
 VENV=${GRIST_VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH" GRIST_PYTHON="$VENV/bin/python"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${GRIST_CMAKE_ARGS:-}
+# The test hooks (crash points, bench fault injection) are compiled in for the tests only, and a
+# test that needs them fails here rather than skips (GRIST_REQUIRE_TEST_HOOKS).
+export GRIST_REQUIRE_TEST_HOOKS=1
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIST_TEST_HOOKS=ON ${GRIST_CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 

@@ -73,6 +73,17 @@ class Parser {
     if (e.get_array().get(v) != simdjson::SUCCESS) return Bad(path, "expected an array");
     return v;
   }
+  // A path inside the release (CheckRelativePath): a path that leaves the folder is
+  // InvalidArgument naming the field, a hostile manifest rather than a damaged one.
+  absl::StatusOr<std::string> RelativePath(simdjson::dom::object o, std::string_view key,
+                                           std::string_view path) const {
+    ASSIGN_OR_RETURN(std::string v, Str(o, key, path));
+    if (absl::Status s = CheckRelativePath(v); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", std::string(path),
+                                                     "': ", std::string(s.message())));
+    }
+    return v;
+  }
   absl::StatusOr<Hash128> Hash(simdjson::dom::object o, std::string_view key,
                                std::string_view path) const {
     ASSIGN_OR_RETURN(std::string hex, Str(o, key, path));
@@ -93,13 +104,11 @@ class Parser {
     simdjson::dom::object o;
     if (e.get_object().get(o) != simdjson::SUCCESS) return Bad(path, "expected an object");
     FileInfo f;
-    ASSIGN_OR_RETURN(f.path, Str(o, "path", absl::StrCat(std::string(path), ".path")));
+    const std::string path_field = absl::StrCat(std::string(path), ".path");
     if (release_file) {
-      absl::Status s = CheckRelativePath(f.path);
-      if (!s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", std::string(path),
-                                                       ".path': ", std::string(s.message())));
-      }
+      ASSIGN_OR_RETURN(f.path, RelativePath(o, "path", path_field));
+    } else {
+      ASSIGN_OR_RETURN(f.path, Str(o, "path", path_field));
     }
     ASSIGN_OR_RETURN(f.bytes, Uint(o, "bytes", absl::StrCat(std::string(path), ".bytes")));
     ASSIGN_OR_RETURN(f.xxh3_128, Hash(o, "xxh3_128", absl::StrCat(std::string(path), ".xxh3_128")));
@@ -333,11 +342,7 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json, const std::string&
       simdjson::dom::object sho;
       if (e.get_object().get(sho) != simdjson::SUCCESS) return p.Bad(sb, "expected an object");
       ShardInfo sh;
-      ASSIGN_OR_RETURN(sh.name, p.Str(sho, "name", sb + ".name"));
-      if (absl::Status st = CheckRelativePath(sh.name); !st.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": field '", sb, ".name': ", std::string(st.message())));
-      }
+      ASSIGN_OR_RETURN(sh.name, p.RelativePath(sho, "name", sb + ".name"));
       ASSIGN_OR_RETURN(sh.samples, p.Uint(sho, "samples", sb + ".samples"));
       ASSIGN_OR_RETURN(sh.tokens, p.Uint(sho, "tokens", sb + ".tokens"));
       ASSIGN_OR_RETURN(sh.padding_tokens, p.Uint(sho, "padding_tokens", sb + ".padding_tokens"));
@@ -373,11 +378,7 @@ absl::StatusOr<Manifest> ParseManifest(std::string_view json, const std::string&
       simdjson::dom::object dob;
       if (de.get_object().get(dob) != simdjson::SUCCESS) return p.Bad(db, "expected an object");
       DocumentsFileInfo d;
-      ASSIGN_OR_RETURN(d.name, p.Str(dob, "name", db + ".name"));
-      if (absl::Status st = CheckRelativePath(d.name); !st.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": field '", db, ".name': ", std::string(st.message())));
-      }
+      ASSIGN_OR_RETURN(d.name, p.RelativePath(dob, "name", db + ".name"));
       ASSIGN_OR_RETURN(d.sequences, p.Uint(dob, "sequences", db + ".sequences"));
       ASSIGN_OR_RETURN(d.tokens, p.Uint(dob, "tokens", db + ".tokens"));
       ASSIGN_OR_RETURN(d.eod_appended, p.Uint(dob, "eod_appended", db + ".eod_appended"));

@@ -42,13 +42,7 @@ absl::Status SplitWriter::Append(std::span<const int32_t> tokens,
                                  std::span<const uint32_t> segments) {
   const uint64_t sample_bytes = static_cast<uint64_t>(sample_tokens_) * TokenDtypeSize(dtype_);
   if (cur_ && cur_->samples() > 0 && (cur_->samples() + 1) * sample_bytes > max_bytes_) {
-    ASSIGN_OR_RETURN(ShardInfo s, cur_->Finish());
-    s.first_sample = info_.samples;
-    info_.samples += s.samples;
-    info_.tokens += s.tokens;
-    info_.padding_tokens += s.padding_tokens;
-    info_.shards.push_back(std::move(s));
-    cur_.reset();
+    RETURN_IF_ERROR(FinishShard());
   }
   if (!cur_) {
     std::string name = absl::StrFormat("%s/%s-%05d", std::string(kShardsDir), split_,
@@ -59,16 +53,20 @@ absl::Status SplitWriter::Append(std::span<const int32_t> tokens,
 }
 
 absl::StatusOr<SplitInfo> SplitWriter::Finish() {
-  if (cur_) {
-    ASSIGN_OR_RETURN(ShardInfo s, cur_->Finish());
-    s.first_sample = info_.samples;
-    info_.samples += s.samples;
-    info_.tokens += s.tokens;
-    info_.padding_tokens += s.padding_tokens;
-    info_.shards.push_back(std::move(s));
-    cur_.reset();
-  }
+  RETURN_IF_ERROR(FinishShard());
   return info_;
+}
+
+absl::Status SplitWriter::FinishShard() {
+  if (!cur_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ShardInfo s, cur_->Finish());
+  s.first_sample = info_.samples;
+  info_.samples += s.samples;
+  info_.tokens += s.tokens;
+  info_.padding_tokens += s.padding_tokens;
+  info_.shards.push_back(std::move(s));
+  cur_.reset();
+  return absl::OkStatus();
 }
 
 }  // namespace grist::shard

@@ -41,6 +41,9 @@ class SplitWriter {
   absl::StatusOr<SplitInfo> Finish();
 
  private:
+  // Finishes the current shard (if any) and adds it to info_ after the ones before it.
+  absl::Status FinishShard();
+
   Env* env_;
   std::string dir_, split_;
   uint32_t sample_tokens_;

@@ -17,6 +17,29 @@
 
 namespace grist::testing {
 
+// Whether the environment asks that tests needing the test hooks fail rather than skip when the
+// hooks are compiled out (GRIST_REQUIRE_TEST_HOOKS=1: scripts/test.sh and the sanitizer scripts,
+// which build with -DGRIST_TEST_HOOKS=ON).
+inline bool TestHooksRequired() {
+  const char* e = std::getenv("GRIST_REQUIRE_TEST_HOOKS");
+  return e != nullptr && std::string(e) == "1";
+}
+
+// For a test that needs the test hooks (GRIST_TEST_HOOKS: common/crash_point.h, the bench's
+// GRIST_BENCH_INJECT_FAULT); `compiled_in` is crash::Enabled() or bench::FaultInjectionEnabled().
+// Without them the test skips, saying why, or fails under GRIST_REQUIRE_TEST_HOOKS=1.
+#define GRIST_NEED_TEST_HOOKS(compiled_in)                                                     \
+  do {                                                                                         \
+    if (!(compiled_in)) {                                                                      \
+      if (::grist::testing::TestHooksRequired()) {                                             \
+        GTEST_FAIL() << "GRIST_REQUIRE_TEST_HOOKS=1 but the test hooks are compiled out "      \
+                        "(configure with -DGRIST_TEST_HOOKS=ON)";                              \
+      }                                                                                        \
+      GTEST_SKIP() << "the test hooks are compiled out (GRIST_TEST_HOOKS=OFF; scripts/test.sh " \
+                      "configures with -DGRIST_TEST_HOOKS=ON)";                                \
+    }                                                                                          \
+  } while (0)
+
 // ../shared/corpus beside the source tree (or $GRIST_CORPUS_DIR); empty when absent.
 inline std::string CorpusDir() {
   if (const char* e = std::getenv("GRIST_CORPUS_DIR"); e && *e) {

@@ -1,10 +1,8 @@
 #include "tokenize/encode.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -13,6 +11,7 @@
 #include "common/records.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
+#include "common/task_parts.h"
 #include "common/thread_pool.h"
 #include "tokenize/indexed_dataset.h"
 
@@ -85,8 +84,7 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   uint64_t total = 0;
   for (const auto& s : splits) total += s.bytes;
   RETURN_IF_ERROR(env->CreateDirs(output_dir));
-  const std::string prefix = JoinPath(
-      output_dir, absl::StrFormat("tokens-%05d-of-%05d", run.task, run.tasks));
+  const std::string prefix = JoinPath(output_dir, TaskPartName(kTokenPartStem, run.task, run.tasks));
   const int dtype_bytes = tok->vocab_size() <= 65536 ? 2 : 4;
   ASSIGN_OR_RETURN(auto writer, IndexedDatasetWriter::Open(env, prefix, dtype_bytes));
 
@@ -163,31 +161,19 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
 
 absl::StatusOr<std::vector<std::string>> ListTokenParts(Env* env, const std::string& dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
-  int tasks = -1;
+  ASSIGN_OR_RETURN(TaskParts parts, FindTaskParts(names, kTokenPartStem, ".idx", dir));
+  if (parts.tasks == 0) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no ", kTokenPartStem, "-*.idx parts"));
+  }
   std::vector<std::string> out;
-  for (const std::string& n : names) {
-    int t = 0, of = 0;
-    char tail[8] = {0};
-    if (std::sscanf(n.c_str(), "tokens-%5d-of-%5d.%4s", &t, &of, tail) != 3 ||
-        std::string(tail) != "idx") {
-      continue;
-    }
-    if (tasks >= 0 && of != tasks) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, ": token parts of different task counts (", tasks, " and ", of, ")"));
-    }
-    tasks = of;
-    out.push_back(JoinPath(dir, n.substr(0, n.size() - 4)));
-  }
-  if (tasks < 0) return absl::NotFoundError(absl::StrCat(dir, ": no tokens-*.idx parts"));
-  for (int t = 0; t < tasks; ++t) {
-    std::string want = JoinPath(dir, absl::StrFormat("tokens-%05d-of-%05d", t, tasks));
-    if (std::find(out.begin(), out.end(), want) == out.end() || !env->FileExists(want + ".json")) {
+  for (int t = 0; t < parts.tasks; ++t) {
+    std::string want = JoinPath(dir, TaskPartName(kTokenPartStem, t, parts.tasks));
+    if (!parts.names.count(t) || !env->FileExists(want + ".json")) {
       return absl::FailedPreconditionError(
-          absl::StrCat(want, ": task ", t, " of ", tasks, " has not finished"));
+          absl::StrCat(want, ": task ", t, " of ", parts.tasks, " has not finished"));
     }
+    out.push_back(std::move(want));
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -53,9 +53,12 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
                                        const std::string& output_dir,
                                        const EncodeStageOptions& options, const RunOptions& run);
 
+// The stem of a task's outputs: tokens-TTTTT-of-NNNNN.{bin,idx,json} (common/task_parts.h).
+inline constexpr char kTokenPartStem[] = "tokens";
+
 // The dataset prefixes of a complete encode output (all N tasks of one run), in task order.
-// FailedPrecondition naming the missing part when a task has not finished; InvalidArgument when
-// parts of different task counts are mixed.
+// FailedPrecondition naming the missing part when a task has not finished, or when parts of
+// different task counts are mixed; NotFound when there is none.
 absl::StatusOr<std::vector<std::string>> ListTokenParts(Env* env, const std::string& dir);
 
 }  // namespace grist::tokenize

@@ -60,13 +60,8 @@ Runner Setup(CLI::App* app) {
     }
     f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(clean::CleanOptions options, clean::CleanOptions::FromConfig(config));
-    RunOptions run;
-    run.threads = f->common.threads;
-    run.task = f->common.task;
-    run.tasks = f->common.tasks;
-    run.progress = !f->common.quiet;
     ASSIGN_OR_RETURN(clean::CleanReport report,
-                     clean::RunClean(env, f->inputs, f->output, options, run));
+                     clean::RunClean(env, f->inputs, f->output, options, StageRun(f->common)));
     std::fputs(report.Summary().c_str(), stdout);
     return MaybeWriteJson(f->common, report.ToJson());
   };

@@ -63,7 +63,7 @@ Runner Setup(CLI::App* app) {
                   "TOML config; its [dedup] section sets the defaults, the flags below override it");
   app->add_option("--stage", f->stage,
                   "Run one stage as --task I --tasks N; default: all stages on this machine")
-      ->check(CLI::IsMember({"signatures", "buckets", "clusters", "merge", "filter", "report"}));
+      ->check(CLI::IsMember(dedup::DedupStageNames()));
   f->options.Add(app, dedup::DedupOptions::Table().Describe());
   AddCommonFlags(app, &f->common);
   return [f]() -> absl::Status {
@@ -75,11 +75,7 @@ Runner Setup(CLI::App* app) {
     f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(dedup::DedupOptions o, dedup::DedupOptions::FromConfig(config));
 
-    RunOptions run;
-    run.threads = f->common.threads;
-    run.task = f->common.task;
-    run.tasks = f->common.tasks;
-    run.progress = !f->common.quiet;
+    const RunOptions run = StageRun(f->common);
     dedup::DedupReport report;
     if (f->stage.empty()) {
       if (run.tasks != 1) {

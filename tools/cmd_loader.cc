@@ -17,52 +17,49 @@ namespace {
 
 struct LoaderFlags {
   CommonFlags common;
-  std::string release;
-  std::string split = "train";
-  int64_t micro_batch = 1;
-  int64_t global_batch = 1;
-  int64_t dp_size = 1;
+  // The flags set these fields; the rest, and the defaults, are LoaderOptions' own (what
+  // grist.Loader does with the same settings).
+  loader::LoaderOptions o;
   int64_t steps = 4;
-  int64_t epochs = 0;
-  uint64_t seed = 0;
   std::string state_file;
 };
 
+// " (default: <v>)", the value a default LoaderOptions holds.
+template <typename T>
+std::string Default(const T& v) {
+  return absl::StrCat(" (default: ", v, ")");
+}
+
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<LoaderFlags>();
-  app->add_option("release", f->release, "Release folder")->required();
-  app->add_option("--split", f->split, "Split to read")->check(CLI::IsMember({"train", "validation"}));
-  app->add_option("--micro-batch", f->micro_batch, "Samples per micro batch")
+  const loader::LoaderOptions d;
+  app->add_option("release", f->o.path, "Release folder")->required();
+  app->add_option("--split", f->o.split, "Split to read" + Default(d.split))
+      ->check(CLI::IsMember({"train", "validation"}));
+  app->add_option("--micro-batch", f->o.micro_batch_size, "Samples per micro batch")
       ->required()
       ->check(CLI::PositiveNumber);
-  app->add_option("--global-batch", f->global_batch, "Samples per step over all ranks")
+  app->add_option("--global-batch", f->o.global_batch_size, "Samples per step over all ranks")
       ->required()
       ->check(CLI::PositiveNumber);
-  app->add_option("--dp-size", f->dp_size, "Data-parallel ranks")->check(CLI::PositiveNumber);
-  app->add_option("--steps", f->steps, "Steps to show")->check(CLI::NonNegativeNumber);
-  app->add_option("--epochs", f->epochs, "Epochs of the run (0: unlimited)")
+  app->add_option("--dp-size", f->o.dp_size, "Data-parallel ranks" + Default(d.dp_size))
+      ->check(CLI::PositiveNumber);
+  app->add_option("--steps", f->steps, "Steps to show" + Default(f->steps))
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--seed", f->seed, "Order seed (default: the release's)");
+  app->add_option("--epochs", f->o.epochs, "Epochs of the run, 0: unlimited" + Default(d.epochs))
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--seed", f->o.seed, "Order seed (default: the release's)");
   app->add_option("--state", f->state_file, "Start from this loader state (JSON from state_dict())");
   AddJsonFlag(app, &f->common.json_path, "the order");
   return [f, app]() -> absl::Status {
     std::vector<std::unique_ptr<loader::Loader>> ranks;
-    for (int64_t r = 0; r < f->dp_size; ++r) {
-      loader::LoaderOptions o;
-      o.path = f->release;
-      o.split = f->split;
-      o.micro_batch_size = f->micro_batch;
-      o.global_batch_size = f->global_batch;
+    for (int64_t r = 0; r < f->o.dp_size; ++r) {
+      loader::LoaderOptions o = f->o;
       o.dp_rank = r;
-      o.dp_size = f->dp_size;
-      o.epochs = f->epochs;
-      o.prefetch = 1;
+      o.has_seed = app->count("--seed") > 0;
+      o.prefetch = 1;  // the order does not depend on these
       o.num_workers = 1;
       o.fields = loader::kSampleIndex;
-      if (app->count("--seed") > 0) {
-        o.has_seed = true;
-        o.seed = f->seed;
-      }
       ASSIGN_OR_RETURN(auto l, loader::Loader::Open(o));
       if (!f->state_file.empty()) {
         ASSIGN_OR_RETURN(std::string json, ReadFileToString(Env::Default(), f->state_file));
@@ -73,7 +70,7 @@ Runner Setup(CLI::App* app) {
     }
     const loader::Loader& first = *ranks[0];
     std::printf("release %s, split %s: %llu samples, seed %llu; %lld micro batches per step\n",
-                first.source().release_id().c_str(), f->split.c_str(),
+                first.source().release_id().c_str(), f->o.split.c_str(),
                 static_cast<unsigned long long>(first.source().num_samples()),
                 static_cast<unsigned long long>(first.schedule().options().seed),
                 static_cast<long long>(first.schedule().micro_batches_per_step()));

@@ -36,15 +36,12 @@ Runner SetupBuild(CLI::App* app) {
   return [f]() -> absl::Status {
     if (release::StageTakesTasks(f->o.stage)) {
       RETURN_IF_ERROR(ResolveTasks(&f->common));
-      f->o.run.task = f->common.task;
-      f->o.run.tasks = f->common.tasks;
     } else if (f->common.task >= 0 || f->common.tasks >= 0) {
       return UsageError(
           "--task/--tasks go with the job-array stages only (clean, dedup-signatures, "
           "dedup-buckets, dedup-clusters, dedup-filter, tokenize)");
     }
-    f->o.run.threads = f->common.threads;
-    f->o.run.progress = !f->common.quiet;
+    f->o.run = StageRun(f->common);
     ASSIGN_OR_RETURN(auto rep, release::BuildRelease(Env::Default(), f->o));
     if (!f->o.stage.empty() && f->o.stage != "pack") {
       const release::StageSummary& s = rep.stages.back();
@@ -149,8 +146,7 @@ Runner SetupPack(CLI::App* app) {
   AddCommonFlags(app, &f->common, /*with_tasks=*/false);
   return [f]() -> absl::Status {
     f->o.config_overrides = [f](Config* config) { f->options.ApplyTo(config); };
-    f->o.run.threads = f->common.threads;
-    f->o.run.progress = !f->common.quiet;
+    f->o.run = StageRun(f->common);
     ASSIGN_OR_RETURN(auto rep, release::PackRelease(Env::Default(), f->o));
     std::printf("%s", rep.Table().c_str());
     return MaybeWriteJson(f->common, rep.ToJson());

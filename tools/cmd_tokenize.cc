@@ -74,12 +74,8 @@ Runner Setup(CLI::App* app) {
     f->encode_options.ApplyTo(&config);
     ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
     opts.model_path = f->model;
-    RunOptions run;
-    run.threads = f->common.threads;
-    run.task = f->common.task;
-    run.tasks = f->common.tasks;
-    run.progress = !f->common.quiet;
-    ASSIGN_OR_RETURN(auto rep, tokenize::RunEncode(env, f->inputs, f->output, opts, run));
+    ASSIGN_OR_RETURN(auto rep,
+                     tokenize::RunEncode(env, f->inputs, f->output, opts, StageRun(f->common)));
     std::printf("%llu documents -> %llu sequences, %llu tokens (%llu rejected) in %.2f s: %.1f MB/s "
                 "[engine %s] -> %s\n",
                 static_cast<unsigned long long>(rep.counts.docs_in),

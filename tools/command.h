@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/status/status.h"
+#include "common/stage.h"
 
 namespace grist::tools {
 
@@ -47,6 +48,9 @@ void AddJsonFlag(CLI::App* app, std::string* path, const std::string& what);
 void AddCommonFlags(CLI::App* app, CommonFlags* flags, bool with_tasks = true);
 // Fills task/tasks from Slurm's environment where not given, and validates 0 <= task < tasks.
 absl::Status ResolveTasks(CommonFlags* flags);
+// How a stage runs under these flags: --threads, task I of N (after ResolveTasks; task 0 of 1
+// where the command has no --task/--tasks), progress unless --quiet.
+RunOptions StageRun(const CommonFlags& flags);
 // Writes `json` to flags.json_path when the flag was given (common/output_file.h: "-" is the
 // standard output as it was before main moved the human-readable text to standard error; a
 // regular file is replaced atomically; a link's target or a device is written through).

@@ -119,6 +119,15 @@ absl::Status ResolveTasks(CommonFlags* f) {
   return absl::OkStatus();
 }
 
+RunOptions StageRun(const CommonFlags& f) {
+  RunOptions run;
+  run.threads = f.threads;
+  run.task = f.task < 0 ? 0 : f.task;
+  run.tasks = f.tasks < 0 ? 1 : f.tasks;
+  run.progress = !f.quiet;
+  return run;
+}
+
 absl::Status MaybeWriteJson(const CommonFlags& f, const std::string& json) {
   if (f.json_path.empty()) return absl::OkStatus();
   std::fflush(stdout);  // what the command printed comes first where both go to one file

@@ -262,7 +262,7 @@ void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>
 }
 
 std::string TaskFileName(const std::string& stem, int task, int tasks) {
-  return absl::StrFormat("%s-%05d-of-%05d.bin", stem, task, tasks);
+  return TaskPartName(stem, task, tasks) + kTaskFileSuffix;
 }
 
 absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::string& dir,
@@ -272,39 +272,19 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
   if (env->IsDirectory(dir)) {
     ASSIGN_OR_RETURN(names, env->ListDir(dir));
   }
-  std::map<int, std::map<int, std::string>> by_tasks;  // tasks -> task -> name
-  for (const std::string& n : names) {
-    int task = -1, tasks = -1;
-    char tail[8] = {0};
-    std::string fmt = stem + "-%5d-of-%5d%4s";
-    if (n.size() != stem.size() + 1 + 5 + 4 + 5 + 4) continue;
-    if (std::sscanf(n.c_str(), fmt.c_str(), &task, &tasks, tail) != 3) continue;
-    if (std::string(tail) != ".bin" || tasks <= 0 || task < 0 || task >= tasks) continue;
-    by_tasks[tasks][task] = n;
-  }
-  if (by_tasks.empty()) {
+  ASSIGN_OR_RETURN(TaskParts parts, FindTaskParts(names, stem, kTaskFileSuffix, dir));
+  if (parts.tasks == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no ", stem, " files in ", dir, ": run the '", producing_stage, "' stage first"));
   }
-  if (by_tasks.size() > 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir, " holds ", stem, " files of runs with different --tasks (",
-                     by_tasks.begin()->first, " and ", by_tasks.rbegin()->first,
-                     "): remove the stale ones"));
+  if (const int t = parts.FirstMissing(); t >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "incomplete ", producing_stage, " outputs in ", dir, ": task ", t, " of ", parts.tasks,
+        " is missing (", TaskFileName(stem, t, parts.tasks), "); rerun '", producing_stage,
+        "' with --task ", t, " --tasks ", parts.tasks));
   }
-  const int tasks = by_tasks.begin()->first;
-  const auto& have = by_tasks.begin()->second;
   std::vector<std::string> out;
-  for (int t = 0; t < tasks; ++t) {
-    auto it = have.find(t);
-    if (it == have.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "incomplete ", producing_stage, " outputs in ", dir, ": task ", t, " of ", tasks,
-          " is missing (", TaskFileName(stem, t, tasks), "); rerun '", producing_stage,
-          "' with --task ", t, " --tasks ", tasks));
-    }
-    out.push_back(JoinPath(dir, it->second));
-  }
+  for (const auto& [task, name] : parts.names) out.push_back(JoinPath(dir, name));
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "common/hash.h"
+#include "common/task_parts.h"
 #include "dedup/dedup_format.h"
 
 namespace grist::dedup::internal {
@@ -133,7 +134,9 @@ class FileReader {
 // Appends one kShingleSets record (format::SetRecord, then the values) to `out`.
 void AppendSetRecord(std::string* out, uint64_t key, const std::vector<uint64_t>& values);
 
-// The file names of tasks 0..tasks-1 of a stage in `dir`: "<stem>-IIIII-of-NNNNN.bin".
+// The file names of tasks 0..tasks-1 of a stage in `dir`: "<stem>-IIIII-of-NNNNN.bin"
+// (common/task_parts.h).
+inline constexpr char kTaskFileSuffix[] = ".bin";
 std::string TaskFileName(const std::string& stem, int task, int tasks);
 // Finds the outputs "<stem>-*-of-NNNNN.bin" in `dir`, checks that they agree on NNNNN and that every
 // task's file is there, and returns their paths in task order. An incomplete set is

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/hash.h"
+#include "common/task_parts.h"
 
 namespace grist::dedup::internal {
 
@@ -137,10 +138,9 @@ absl::Status RemoveStaleTaskFiles(Env* env, const std::string& dir, const std::s
                                   int tasks) {
   if (!env->IsDirectory(dir)) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
-  const std::string mine = absl::StrFormat("-of-%05d.bin", tasks);
   for (const std::string& n : names) {
-    if (n.rfind(stem + "-", 0) != 0 || n.size() != stem.size() + 20) continue;
-    if (n.compare(n.size() - mine.size(), mine.size(), mine) == 0) continue;
+    const std::optional<TaskPart> p = ParseTaskPart(n, stem);
+    if (!p || p->rest != kTaskFileSuffix || p->tasks == tasks) continue;
     RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, n)));
   }
   return absl::OkStatus();

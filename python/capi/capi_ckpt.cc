@@ -40,7 +40,8 @@ struct grist_ckpt_load_handle {
 
 namespace {
 
-using grist::capi::CheckStructSize;
+using grist::capi::CheckStruct;
+using grist::capi::ClearOut;
 using grist::capi::Guard;
 using grist::capi::NegativeCount;
 using grist::capi::NullArgument;
@@ -123,13 +124,8 @@ GRIST_CAPI void grist_ckpt_writer_options_init(grist_ckpt_writer_options* option
 GRIST_CAPI int grist_ckpt_writer_new(const grist_ckpt_writer_options* options,
                                      grist_ckpt_writer** out) {
   constexpr const char* kFn = "grist_ckpt_writer_new";
-  if (out == nullptr) return NullArgument(kFn, "out");
-  *out = nullptr;
-  if (options == nullptr) return NullArgument(kFn, "options");
-  if (int rc = CheckStructSize(kFn, "grist_ckpt_writer_options", options->struct_size,
-                               sizeof(grist_ckpt_writer_options))) {
-    return rc;
-  }
+  if (int rc = ClearOut(kFn, out)) return rc;
+  if (int rc = CheckStruct(kFn, "options", "grist_ckpt_writer_options", options)) return rc;
   return Guard(kFn, [&] {
     ck::WriterOptions o;
     if (options->copy_threads > 0) o.copy_threads = options->copy_threads;

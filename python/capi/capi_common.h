@@ -28,6 +28,23 @@ int NullArgument(const char* fn, const char* what);
 // sizes (Python and the library come from different builds).
 int CheckStructSize(const char* fn, const char* type, uint32_t got, size_t want);
 
+// The checks that open a C ABI function taking a versioned options struct `s` (argument `what`,
+// C type `type`): NullArgument when it is NULL, CheckStructSize against sizeof(T). 0: go on.
+template <class T>
+int CheckStruct(const char* fn, const char* what, const char* type, const T* s) {
+  if (s == nullptr) return NullArgument(fn, what);
+  return CheckStructSize(fn, type, s->struct_size, sizeof(T));
+}
+
+// An out-pointer argument: NullArgument when it is NULL, else sets *out to NULL (what the caller
+// holds on any failure after this) and returns 0.
+template <class T>
+int ClearOut(const char* fn, T** out) {
+  if (out == nullptr) return NullArgument(fn, "out");
+  *out = nullptr;
+  return 0;
+}
+
 // InvalidArgument "<fn>: <what> is <n>, must be >= 0" for a negative count.
 int NegativeCount(const char* fn, const char* what, int64_t n);
 

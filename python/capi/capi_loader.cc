@@ -16,10 +16,12 @@
 #include "loader/loader.h"
 #include "loader/synthetic.h"
 #include "python/capi/capi_common.h"
+#include "python/capi/grist_dlpack.h"
 
 namespace {
 
-using grist::capi::CheckStructSize;
+using grist::capi::CheckStruct;
+using grist::capi::ClearOut;
 using grist::capi::Guard;
 using grist::capi::NegativeCount;
 using grist::capi::NullArgument;
@@ -30,30 +32,9 @@ using grist::loader::Loader;
 using grist::loader::LoaderOptions;
 using grist::loader::LoaderState;
 
-// ---- DLPack v0.8 ABI (dlpack.h), declared here field for field ----
-struct DLDevice {
-  int32_t device_type;  // kDLCPU = 1, kDLCUDA = 2
-  int32_t device_id;
-};
-struct DLDataType {
-  uint8_t code;  // kDLInt = 0, kDLUInt = 1, kDLFloat = 2
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;  // nullptr: compact row-major
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
+using grist::dlpack::DLDevice;
+using grist::dlpack::DLManagedTensor;
+using grist::dlpack::DLTensor;
 
 struct ManagedTensor {
   DLManagedTensor managed;  // first member: a DLManagedTensor* is a ManagedTensor*
@@ -103,13 +84,8 @@ GRIST_CAPI void grist_loader_options_init(grist_loader_options* options) {
 
 GRIST_CAPI int grist_loader_open(const grist_loader_options* options, grist_loader** out) {
   constexpr const char* kFn = "grist_loader_open";
-  if (out == nullptr) return NullArgument(kFn, "out");
-  *out = nullptr;
-  if (options == nullptr) return NullArgument(kFn, "options");
-  if (int rc = CheckStructSize(kFn, "grist_loader_options", options->struct_size,
-                               sizeof(grist_loader_options))) {
-    return rc;
-  }
+  if (int rc = ClearOut(kFn, out)) return rc;
+  if (int rc = CheckStruct(kFn, "options", "grist_loader_options", options)) return rc;
   return Guard(kFn, [&] {
     const grist_loader_options& c = *options;
     if (c.num_releases < 1) {
@@ -230,10 +206,7 @@ GRIST_CAPI int grist_loader_load_state(grist_loader* loader, const char* json) {
 GRIST_CAPI int grist_loader_get_info(grist_loader* loader, grist_loader_info* info) {
   constexpr const char* kFn = "grist_loader_get_info";
   if (loader == nullptr) return NullArgument(kFn, "loader");
-  if (info == nullptr) return NullArgument(kFn, "info");
-  if (int rc = CheckStructSize(kFn, "grist_loader_info", info->struct_size, sizeof(grist_loader_info))) {
-    return rc;
-  }
+  if (int rc = CheckStruct(kFn, "info", "grist_loader_info", info)) return rc;
   const Loader& l = *loader->loader;
   const int64_t kUnlimited = INT64_MAX;
   info->on_cuda = l.on_cuda() ? 1 : 0;
@@ -310,12 +283,13 @@ GRIST_CAPI int grist_batch_dlpack(grist_batch* batch, int i, void** out) {
     m->shape[1] = t.shape[1];
     DLTensor& d = m->managed.dl_tensor;
     d.data = t.data;
-    d.device = b->on_cuda() ? DLDevice{2, b->cuda_device()} : DLDevice{1, 0};
+    d.device = b->on_cuda() ? DLDevice{grist::dlpack::kDLCUDA, b->cuda_device()}
+                            : DLDevice{grist::dlpack::kDLCPU, 0};
     d.ndim = t.ndim;
     switch (t.dtype) {
-      case DType::kInt32: d.dtype = {0, 32, 1}; break;
-      case DType::kInt64: d.dtype = {0, 64, 1}; break;
-      case DType::kFloat32: d.dtype = {2, 32, 1}; break;
+      case DType::kInt32: d.dtype = {grist::dlpack::kDLInt, 32, 1}; break;
+      case DType::kInt64: d.dtype = {grist::dlpack::kDLInt, 64, 1}; break;
+      case DType::kFloat32: d.dtype = {grist::dlpack::kDLFloat, 32, 1}; break;
     }
     d.shape = m->shape;
     d.strides = nullptr;
@@ -370,11 +344,7 @@ GRIST_CAPI int grist_write_synthetic_release(const char* dir,
                                              const grist_synthetic_release_options* options) {
   constexpr const char* kFn = "grist_write_synthetic_release";
   if (dir == nullptr) return NullArgument(kFn, "dir");
-  if (options == nullptr) return NullArgument(kFn, "options");
-  if (int rc = CheckStructSize(kFn, "grist_synthetic_release_options", options->struct_size,
-                               sizeof(grist_synthetic_release_options))) {
-    return rc;
-  }
+  if (int rc = CheckStruct(kFn, "options", "grist_synthetic_release_options", options)) return rc;
   return Guard(kFn, [&] {
     grist::loader::SyntheticReleaseOptions o;
     o.samples = options->samples;

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=.devcarry/build
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# With the test hooks: run_all.sh runs the crash-point tests there.
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIST_TEST_HOOKS=ON >/dev/null
 cmake --build "$BUILD" -j "${GRIST_JOBS:-$(nproc)}"
 mkdir -p .devcarry/lib
 # Every non-system shared library the binaries and the Python C ABI library load.

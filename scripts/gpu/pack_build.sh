@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${1:-build}
+# run_all.sh runs the crash-point tests, which need the test hooks (scripts/test.sh builds with them).
+if ! grep -q '^GRIST_TEST_HOOKS:BOOL=ON$' "$SRC/CMakeCache.txt"; then
+  echo "pack_build.sh: $SRC was configured without -DGRIST_TEST_HOOKS=ON (the GPU run's crash-point" \
+       "tests need it); reconfigure it so, or use scripts/gpu/carry.sh" >&2
+  exit 1
+fi
 rm -rf .devcarry && mkdir -p .devcarry/build/tests/loader .devcarry/build/tests/ckptio .devcarry/lib
 cp "$SRC/grist" .devcarry/build/
 cp -r "$SRC/python" .devcarry/build/

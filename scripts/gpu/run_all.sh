@@ -10,6 +10,9 @@ mkdir -p "$GRIST_GPU_OUT"
 export LD_LIBRARY_PATH="$(pwd)/.devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONPATH="$(pwd)/.devcarry/build/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# The carried build has the test hooks (carry.sh, pack_build.sh): a crash-point test fails, never
+# skips, without them.
+export GRIST_REQUIRE_TEST_HOOKS=1
 what=${1:-all}
 failed=0
 date -u

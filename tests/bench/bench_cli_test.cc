@@ -113,7 +113,7 @@ TEST(BenchCliTest, AllWritesAnIndexWithEachBenchsTableAndPlot) {
 }
 
 TEST(BenchCliTest, AllReportsAFailingCrashingOrHangingBenchAndGoesOn) {
-  if (!bench::FaultInjectionEnabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(bench::FaultInjectionEnabled());
   struct Case {
     const char* fault;
     const char* row;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "python/capi/grist_capi.h"
+#include "python/capi/grist_dlpack.h"
 
 extern "C" size_t grist_capi_test_c_sizeof(int which);
 
@@ -24,30 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// DLPack v0.8's DLManagedTensor, field for field (what torch reads from the capsule).
-struct DLDevice {
-  int32_t device_type;
-  int32_t device_id;
-};
-struct DLDataType {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
+using grist::dlpack::DLManagedTensor;
+using grist::dlpack::DLTensor;
 
 class TempDir {
  public:
@@ -124,7 +103,7 @@ Tensors Take(grist_batch* b) {
     EXPECT_EQ(grist_batch_tensor_name(b, i, &name), 0);
     out.names.push_back(name);
     auto* m = static_cast<DLManagedTensor*>(ptrs[static_cast<size_t>(i)]);
-    EXPECT_EQ(m->dl_tensor.device.device_type, 1);  // kDLCPU
+    EXPECT_EQ(m->dl_tensor.device.device_type, grist::dlpack::kDLCPU);
     EXPECT_EQ(m->dl_tensor.strides, nullptr);
     out.bytes.emplace_back(static_cast<const char*>(m->dl_tensor.data), TensorBytes(m->dl_tensor));
     grist_dlpack_free(m);
@@ -280,7 +259,7 @@ TEST(CapiTest, TensorsOutliveTheirBatchAndLoader) {
   EXPECT_EQ(m->dl_tensor.ndim, 2);
   EXPECT_EQ(m->dl_tensor.shape[0], 2);
   EXPECT_EQ(m->dl_tensor.shape[1], 16);
-  EXPECT_EQ(m->dl_tensor.dtype.code, 0);  // kDLInt
+  EXPECT_EQ(m->dl_tensor.dtype.code, grist::dlpack::kDLInt);
   EXPECT_EQ(m->dl_tensor.dtype.bits, 64);
   EXPECT_EQ(std::string(static_cast<const char*>(m->dl_tensor.data), before.size()), before);
   grist_dlpack_free(ptrs[0]);

@@ -113,7 +113,7 @@ std::vector<std::string> WantPublished(std::string_view point) {
 }
 
 TEST(CkptCrashPoints, OneSaveWithRetentionReachesEveryPointInOrder) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   grist::testing::TempDir tmp;
   auto w = FileWriter::Create(CrashWriterOptions());
   ASSERT_TRUE(w.ok());
@@ -124,7 +124,7 @@ TEST(CkptCrashPoints, OneSaveWithRetentionReachesEveryPointInOrder) {
 }
 
 TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToTheSameBytes) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   const auto want = Reference();
   ASSERT_EQ(want.size(), 2u);  // step-3/manifest.json, step-3/rank-00000.safetensors
   for (std::string_view point : kCrashPoints) {
@@ -198,7 +198,7 @@ TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToT
 }
 
 TEST(CkptCrashPoints, AFailureAtEveryPointIsReportedAndTheWriterSavesNext) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   for (std::string_view point : kCrashPoints) {
     SCOPED_TRACE(std::string(point));
     grist::testing::TempDir tmp;

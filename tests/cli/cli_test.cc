@@ -25,6 +25,7 @@
 #include "common/env.h"
 #include "common/progress.h"
 #include "common/records.h"
+#include "loader/synthetic.h"
 #include "tests/ckptio/ckpt_test_util.h"
 #include "tests/synthetic_corpus.h"
 #include "tests/test_util.h"
@@ -440,6 +441,37 @@ TEST(CliProgress, CompressedInputCountsWhatItsTotalCounts) {
   }
   EXPECT_GE(lines, 4);
   EXPECT_EQ(finals, 2);
+}
+
+size_t Count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = hay.find(needle); pos != std::string::npos; pos = hay.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+// `grist loader` shows what grist.Loader delivers with the same settings, so its defaults are
+// LoaderOptions' own: one epoch unless --epochs says otherwise.
+TEST(CliLoader, DefaultsAreTheLoadersOwn) {
+  TempDir t;
+  loader::SyntheticReleaseOptions so;
+  so.samples = 8;
+  so.seq_len = 4;
+  so.samples_per_shard = 8;
+  so.vocab_size = 100;
+  so.mean_document_tokens = 3;
+  ASSERT_TRUE(loader::WriteSyntheticRelease(Env::Default(), t.Join("rel"), so).ok());
+  const std::vector<std::string> args = {"loader", t.Join("rel"), "--micro-batch", "2",
+                                         "--global-batch", "4", "--steps", "5"};
+  Proc one = RunGrist(args);
+  ASSERT_EQ(one.code(), 0) << one.Describe();
+  EXPECT_EQ(Count(one.out, "step at consumed_samples"), 3u) << one.out;  // 2 steps, then the end
+  EXPECT_TRUE(absl::StrContains(one.out, "  (end of the run)\n")) << one.out;
+  std::vector<std::string> unlimited = args;
+  unlimited.insert(unlimited.end(), {"--epochs", "0"});
+  Proc all = RunGrist(unlimited);
+  ASSERT_EQ(all.code(), 0) << all.Describe();
+  EXPECT_EQ(Count(all.out, "step at consumed_samples"), 5u) << all.out;
+  EXPECT_FALSE(absl::StrContains(all.out, "end of the run")) << all.out;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/option_table.h"
 #include "dedup/dedup.h"
+#include "loader/loader.h"
 #include "pack/pack.h"
 #include "shard/split_policy.h"
 #include "shard/split_writer.h"
@@ -351,6 +352,49 @@ TEST(OptionFlags, DedupFlagsOfBeforeTheTableStillWork) {
   EXPECT_EQ(o->work_dir, "w");
   EXPECT_EQ(o->input.text_field, "body");
   EXPECT_EQ(o->input.txt_mode, "blocks");
+}
+
+TEST(OptionFlags, DedupStagesAreNamedOnce) {
+  // --stage's choices, the names ParseDedupStage accepts and the order of kDedupStages are the one
+  // list of dedup/dedup.h; spelled out here to pin the command line (scripts/slurm/ uses them).
+  const std::vector<std::string> names = dedup::DedupStageNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"signatures", "buckets", "clusters", "merge", "filter",
+                                             "report"}));
+  ASSERT_EQ(names.size(), std::size(dedup::kDedupStages));
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto s = dedup::ParseDedupStage(names[i]);
+    ASSERT_TRUE(s.ok()) << names[i];
+    EXPECT_EQ(*s, dedup::kDedupStages[i]) << names[i];
+  }
+  EXPECT_EQ(dedup::ParseDedupStage("sort").status().message(),
+            "unknown dedup stage 'sort' (expected signatures, buckets, clusters, merge, filter, "
+            "report)");
+  const std::string help = HelpOf("dedup");
+  EXPECT_TRUE(absl::StrContains(help, "{" + absl::StrJoin(names, ",") + "}")) << help;
+}
+
+TEST(OptionFlags, DedupExactNormalizeChoices) {
+  for (const OptionInfo& o : dedup::DedupOptions::Table().Describe()) {
+    if (o.key != "dedup.exact_normalize") continue;
+    EXPECT_EQ(o.choices, (std::vector<std::string>{"none", "whitespace", "lower"}));
+    EXPECT_EQ(o.default_text, "whitespace");
+    return;
+  }
+  ADD_FAILURE() << "no dedup.exact_normalize";
+}
+
+TEST(OptionFlags, LoaderHelpTakesItsDefaultsFromLoaderOptions) {
+  // `grist loader` shows what grist.Loader delivers with the same settings: the defaults its help
+  // states are a default LoaderOptions' (grist.Loader's too: one epoch, one rank, train).
+  const loader::LoaderOptions d;
+  EXPECT_EQ(d.epochs, 1);
+  const std::string help = HelpOf("loader");
+  for (const std::string& want :
+       {absl::StrCat("Epochs of the run, 0: unlimited (default: ", d.epochs, ")"),
+        absl::StrCat("Data-parallel ranks (default: ", d.dp_size, ")"),
+        absl::StrCat("Split to read (default: ", d.split, ")")}) {
+    EXPECT_TRUE(absl::StrContains(help, want)) << want << "\n" << help;
+  }
 }
 
 }  // namespace

@@ -106,3 +106,32 @@ def build_release(tmp, docs=None, **config):
 def manifest(release):
     with open(os.path.join(release, "manifest.json")) as f:
         return json.load(f)
+
+
+_HOOKS = None
+
+
+def require_test_hooks(test):
+    """Skips `test` (a unittest.TestCase) unless the grist library under test has the named crash
+    points compiled in (-DGRIST_TEST_HOOKS=ON, as scripts/test.sh configures it); fails instead
+    under GRIST_REQUIRE_TEST_HOOKS=1, so CI cannot skip a hook test. Probed once per process: a
+    child saves a tiny checkpoint with GRIST_CRASH_TRACE set, and only a build with the hooks
+    writes the trace."""
+    global _HOOKS
+    if _HOOKS is None:
+        import sys
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "trace")
+            code = ("import sys, torch, grist; "
+                    "grist.ckpt.save({'x': torch.zeros(4)}, sys.argv[1], blocking=True)")
+            subprocess.run([sys.executable, "-c", code, os.path.join(tmp, "step-00000001")],
+                           env=dict(os.environ, GRIST_CRASH_TRACE=trace), check=True,
+                           capture_output=True, timeout=120)
+            _HOOKS = os.path.exists(trace)
+    if not _HOOKS:
+        if os.environ.get("GRIST_REQUIRE_TEST_HOOKS") == "1":
+            test.fail("GRIST_REQUIRE_TEST_HOOKS=1 but grist was built without the test hooks "
+                      "(configure with -DGRIST_TEST_HOOKS=ON)")
+        test.skipTest("the test hooks are compiled out (GRIST_TEST_HOOKS=OFF; scripts/test.sh "
+                      "configures with -DGRIST_TEST_HOOKS=ON)")

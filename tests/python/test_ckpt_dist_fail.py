@@ -15,6 +15,7 @@ Time: about 40 s on the 2-core development VM (three spawns of 3 processes, two 
 
 import os
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -24,6 +25,9 @@ import torch
 import torch.multiprocessing as mp
 
 from grist import ckpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
 
 WORLD = 3
 
@@ -161,6 +165,9 @@ def run_ranks(fn, world, root, timeout=300):
 
 
 class FailingRankTest(unittest.TestCase):
+    def setUp(self):
+        kit.require_test_hooks(self)  # every failure here lands at a named crash point
+
     def test_a_rank_that_raises_fails_every_rank_at_once_naming_it(self):
         with tempfile.TemporaryDirectory() as root:
             res = run_ranks(_raising_saves, WORLD, root)

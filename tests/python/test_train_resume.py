@@ -14,6 +14,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(ROOT, "examples", "train.py")
 
@@ -58,6 +61,7 @@ class TrainResumeTest(unittest.TestCase):
         return 0 if newest is None else int(os.path.basename(newest).split("-")[1])
 
     def test_sigkill_and_resume_gives_identical_losses(self):
+        kit.require_test_hooks(self)  # the kills land at named crash points
         rng = random.Random(13)
         with tempfile.TemporaryDirectory() as tmp:
             from grist.loader import write_synthetic_release
@@ -69,14 +73,11 @@ class TrainResumeTest(unittest.TestCase):
             self.assertEqual(p.wait(timeout=300), 0)
             reference = dict(_read_log(ref_log))
             self.assertEqual(sorted(reference), list(range(1, self.STEPS + 1)))
-            # The crash points are compiled into test builds (GRIST_TEST_HOOKS); a build without
-            # them writes no trace, and the kills below then all come from outside at random.
-            hooks = os.path.exists(trace)
-            if hooks:
-                with open(trace) as f:
-                    reached = set(f.read().split())
-                self.assertLessEqual({"ckptio.file.after_fsync", "ckptio.publish.before_rename",
-                                      "ckptio.retention.during_remove"}, reached)
+            self.assertTrue(os.path.exists(trace))  # require_test_hooks() said they are in
+            with open(trace) as f:
+                reached = set(f.read().split())
+            self.assertLessEqual({"ckptio.file.after_fsync", "ckptio.publish.before_rename",
+                                  "ckptio.retention.during_remove"}, reached)
 
             # Each run is killed once: three exactly inside a checkpoint write (by the crash
             # point, SIGKILL raised by the process itself), one from outside at a random moment.
@@ -90,7 +91,7 @@ class TrainResumeTest(unittest.TestCase):
             for point, what in kills:
                 with self.subTest(kill=what):
                     before = len(_read_log(log))
-                    if point is not None and hooks:
+                    if point is not None:
                         p = self._run(ckpt, log, release, {"GRIST_CRASH_POINT": point})
                         self.assertEqual(p.wait(timeout=300), -signal.SIGKILL)
                     else:
@@ -111,7 +112,7 @@ class TrainResumeTest(unittest.TestCase):
                     self.assertEqual(new[0][0], resumed_at + 1, "did not resume after the newest "
                                      "published checkpoint")
                     resumed_at = self._latest_step(ckpt)
-                    if point is not None and hooks and "retention" not in point:
+                    if point is not None and "retention" not in point:
                         # Killed while writing the checkpoint of its last logged step or earlier:
                         # that one is not published, so the next run redoes logged steps.
                         self.assertLess(resumed_at, new[-1][0])
@@ -125,8 +126,8 @@ class TrainResumeTest(unittest.TestCase):
             for step, loss in logged:
                 self.assertEqual(loss, reference[step], f"step {step} differs after a resume")
             self.assertEqual({s for s, _ in logged}, set(range(1, self.STEPS + 1)))
-            if hooks:  # redone steps: the kills inside checkpoint writes lost logged steps
-                self.assertGreater(len(logged), self.STEPS)
+            # Redone steps: the kills inside checkpoint writes lost logged steps.
+            self.assertGreater(len(logged), self.STEPS)
             import grist
             newest = grist.ckpt.latest(ckpt)
             self.assertTrue(newest.endswith(f"step-{self.STEPS:08d}"))

@@ -177,7 +177,7 @@ std::map<std::string, std::string>* BuildFaultTest::reference_ = nullptr;
 std::string* BuildFaultTest::trace_ = nullptr;
 
 TEST_F(BuildFaultTest, ABuildReachesEveryCrashPointInOrder) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   std::vector<std::string> lines = absl::StrSplit(*trace_, '\n', absl::SkipEmpty());
   EXPECT_EQ(lines, BuildCrashPoints());
   ASSERT_TRUE(reference_->count(std::string(shard::kManifestName)));
@@ -187,7 +187,7 @@ TEST_F(BuildFaultTest, ABuildReachesEveryCrashPointInOrder) {
 }
 
 TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   int i = 0;
   for (const std::string& point : BuildCrashPoints()) {
     SCOPED_TRACE(point);
@@ -213,10 +213,10 @@ TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
 }
 
 // A kill anywhere in pack+shard leaves the release already at --output published and valid: the
-// new one is written beside it (WORK/release) and takes its name at once (release/build.cc,
+// new one is written beside it (WORK/release) and takes its name at once (release/publish.cc,
 // Publish), so before the move the old release is there whole, after it the new one is.
 TEST_F(BuildFaultTest, AKillDuringPackLeavesThePreviousReleasePublished) {
-  if (!crash::Enabled()) GTEST_SKIP() << "built with GRIST_TEST_HOOKS=OFF";
+  GRIST_NEED_TEST_HOOKS(crash::Enabled());
   // The earlier release: the same inputs under another seed (another release id).
   auto text = ReadFileToString(Env::Default(), *config_);
   ASSERT_TRUE(text.ok());

@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "shard/indexed_dataset.h"
 #include "shard/shard_format.h"
+#include "tests/shard/release_fixture.h"
 #include "tests/test_util.h"
 
 namespace grist::shard {
@@ -15,57 +16,11 @@ namespace {
 
 using grist::testing::TempDir;
 
-// A complete one-shard release in `dir`: 2 train samples of 4 tokens (no validation samples).
+// A complete one-shard release in `dir` (tests/shard/release_fixture.h).
 Manifest MakeRelease(Env* env, const std::string& dir) {
-  EXPECT_TRUE(env->CreateDirs(JoinPath(dir, "shards")).ok());
-  auto w = ShardWriter::Open(env, dir, "shards/train-00000", 4, TokenDtype::kUint16);
-  EXPECT_TRUE(w.ok());
-  std::vector<int32_t> t = {5, 6, 7, 2};
-  EXPECT_TRUE((*w)->Append(t, std::vector<uint32_t>{SegmentWord(4, false)}).ok());
-  std::vector<int32_t> u = {8, 9, 0, 0};
-  EXPECT_TRUE((*w)->Append(u, std::vector<uint32_t>{SegmentWord(2, false), SegmentWord(2, true)})
-                  .ok());
-  auto info = (*w)->Finish();
-  EXPECT_TRUE(info.ok());
-  EXPECT_TRUE(WriteFileAtomic(env, JoinPath(dir, "tokenizer.model"), "model-bytes").ok());
-  Manifest m;
-  m.release_version = "1.0";
-  m.grist_version = "0.1.0";
-  m.config_json = R"({"pack":{"seq_len":3},"seed":7})";
-  m.config_xxh3_128 = Hash128Of(m.config_json);
-  m.inputs.push_back({"corpus/a.jsonl", 123, Hash128Of("a")});
-  m.tokenizer.file = {"tokenizer.model", 11, Hash128Of("model-bytes")};
-  m.tokenizer.vocab_size = 10;
-  m.tokenizer.bos_id = 1;
-  m.tokenizer.eos_id = 2;
-  m.tokenizer.pad_id = 0;
-  m.tokenizer.model_type = "bpe";
-  m.seq_len = 3;
-  m.sample_tokens = 4;
-  m.seed = 7;
-  m.packing = "bestfit";
-  SplitInfo& train = m.splits["train"];
-  train.samples = 2;
-  train.tokens = 8;
-  train.padding_tokens = 2;
-  train.documents = 2;
-  train.shards.push_back(*info);
-  // The documents file: {5, 6, 7, 2} ends in EOS; {8, 9} gets its EOD appended.
-  EXPECT_TRUE(env->CreateDirs(JoinPath(dir, "documents")).ok());
-  auto dw = IndexedDatasetWriter::Open(env, JoinPath(dir, "documents/train"), TokenDtype::kUint16);
-  EXPECT_TRUE(dw.ok());
-  EXPECT_TRUE((*dw)->Add(std::vector<int32_t>{5, 6, 7, 2}).ok());
-  EXPECT_TRUE((*dw)->Add(std::vector<int32_t>{8, 9, 2}).ok());
-  auto di = (*dw)->Finish();
-  EXPECT_TRUE(di.ok());
-  train.documents_file = DocumentsFileInfo{"documents/train", 2, 7, 1,
-                                           {"documents/train.bin", di->bin_bytes, di->bin_xxh3_128},
-                                           {"documents/train.idx", di->idx_bytes, di->idx_xxh3_128}};
-  m.splits["validation"];
-  m.counts_json = R"({"tokenize":{"docs_in":2}})";
-  m.release_id = ComputeReleaseId(m);
-  EXPECT_TRUE(WriteManifest(env, dir, m).ok());
-  return m;
+  auto m = grist::testing::WriteTestRelease(env, dir);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : Manifest{};
 }
 
 TEST(ManifestTest, RoundTripIsByteExact) {

@@ -20,6 +20,7 @@
 #include "common/json_writer.h"
 #include "common/records.h"
 #include "common/rng.h"
+#include "common/utf8.h"
 #include "tests/test_util.h"
 #include "tests/tokenize/gen_text.h"
 #include "tokenize/internal/normalizer.h"
@@ -220,7 +221,7 @@ TEST(BpeTest, AgreesWithThePythonModule) {
   // Python strings hold valid UTF-8 only: malformed input is compared with the library above.
   std::vector<std::string> docs = Generated(4, 200, 2000, /*invalid=*/false);
   docs.erase(std::remove_if(docs.begin(), docs.end(),
-                            [](const std::string& d) { return !internal::IsValidUtf8(d); }),
+                            [](const std::string& d) { return !IsValidUtf8(d); }),
              docs.end());
   for (const Variant& v : Variants()) {
     std::string model = TrainBytes(v.name, v.kwargs, TrainingLines(1));

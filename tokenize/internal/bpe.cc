@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "common/hash.h"
+#include "common/utf8.h"
 
 namespace grist::tokenize::internal {
 namespace {

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/utf8.h"
+
 namespace grist::tokenize::internal {
 namespace {
 
-constexpr std::string_view kReplacementChar = "\xef\xbf\xbd";  // U+FFFD
 // SentencePiece's Normalizer::kMaxTrieResultsSize: results past it are undefined behaviour there.
 constexpr size_t kMaxTrieResults = 32;
 
-inline bool IsTrail(unsigned char c) { return (c & 0xC0) == 0x80; }
-inline bool ValidCodepoint(uint32_t c) { return c < 0xD800 || (c >= 0xE000 && c <= 0x10FFFF); }
 
 // Darts-clone's DoubleArrayUnit.
 inline bool HasLeaf(uint32_t u) { return ((u >> 8) & 1) == 1; }
@@ -20,38 +19,6 @@ inline uint32_t Label(uint32_t u) { return u & ((1U << 31) | 0xFF); }
 inline uint32_t Offset(uint32_t u) { return (u >> 10) << ((u & (1U << 9)) >> 6); }
 
 }  // namespace
-
-size_t ValidUtf8Len(const char* p, size_t n) {
-  const unsigned char* s = reinterpret_cast<const unsigned char*>(p);
-  unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  if (n >= 2 && (c & 0xE0) == 0xC0) {
-    uint32_t cp = ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu);
-    return IsTrail(s[1]) && cp >= 0x80 && ValidCodepoint(cp) ? 2 : 0;
-  }
-  if (n >= 3 && (c & 0xF0) == 0xE0) {
-    uint32_t cp = ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
-    return IsTrail(s[1]) && IsTrail(s[2]) && cp >= 0x800 && ValidCodepoint(cp) ? 3 : 0;
-  }
-  if (n >= 4 && (c & 0xF8) == 0xF0) {
-    uint32_t cp = ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
-                  (s[3] & 0x3Fu);
-    return IsTrail(s[1]) && IsTrail(s[2]) && IsTrail(s[3]) && cp >= 0x10000 &&
-                   ValidCodepoint(cp)
-               ? 4
-               : 0;
-  }
-  return 0;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  while (!s.empty()) {
-    size_t n = ValidUtf8Len(s.data(), s.size());
-    if (n == 0) return false;
-    s.remove_prefix(n);
-  }
-  return true;
-}
 
 UserSymbols::UserSymbols(std::vector<std::string> symbols) : symbols_(std::move(symbols)) {
   std::stable_sort(symbols_.begin(), symbols_.end(),
@@ -174,9 +141,9 @@ bool Normalizer::Prefix(std::string_view input, std::string_view* out, size_t* c
       return true;
     }
   }
-  size_t n = ValidUtf8Len(input.data(), input.size());
+  size_t n = Utf8SequenceLength(input.data(), input.size());
   if (n == 0) {
-    *out = kReplacementChar;
+    *out = kReplacementCharacter;
     *consumed = 1;
   } else {
     *out = input.substr(0, n);
@@ -213,9 +180,9 @@ bool Normalizer::NormalizeFast(std::string_view input, std::string* out) const {
       ++p;
       continue;
     }
-    size_t n = ValidUtf8Len(p, end - p);
+    size_t n = Utf8SequenceLength(p, end - p);
     if (n == 0) {
-      out->append(kReplacementChar);
+      out->append(kReplacementCharacter);
       ++p;
     } else {
       out->append(p, n);

@@ -29,12 +29,8 @@ inline size_t OneCharLen(unsigned char lead) {
   return static_cast<size_t>("\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[lead >> 4]);
 }
 
-// The length of the valid UTF-8 character at the start of s[0, n) as SentencePiece's
-// IsValidDecodeUTF8 judges it (no overlong forms, no surrogates, at most U+10FFFF), 0 when invalid.
-// n > 0.
-size_t ValidUtf8Len(const char* s, size_t n);
-// Every character of `s` valid by ValidUtf8Len.
-bool IsValidUtf8(std::string_view s);
+// UTF-8 validity is common/utf8.h's (Utf8SequenceLength, IsValidUtf8), which judges a character
+// as SentencePiece's IsValidDecodeUTF8 does: no overlong forms, no surrogates, at most U+10FFFF.
 
 // The user-defined symbols as SentencePiece's PrefixMatcher matches them: the longest symbol that
 // is a byte prefix of the text.

@@ -1,0 +1,51 @@
+// The pack+shard stage, whose output is the release itself: packs a complete tokenize output into
+// a staging folder, writes the tokenizer, reports/ and manifest.json last, and moves the release
+// to the output folder whole (release/release.h: an interrupted build never leaves something that
+// looks published). Shared by `grist build` and `grist pack`.
+#ifndef GRIST_RELEASE_INTERNAL_PUBLISH_H_
+#define GRIST_RELEASE_INTERNAL_PUBLISH_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "common/records.h"
+#include "common/stage.h"
+#include "common/sysinfo.h"
+#include "release/internal/build_config.h"
+#include "release/internal/stage_record.h"
+#include "release/release.h"
+#include "shard/manifest.h"
+#include "tokenize/tokenizer.h"
+
+namespace grist::release::internal {
+
+// What the pack+shard stage publishes from: the build's records and the tokens they describe.
+struct PublishOptions {
+  const BuildConfig* config = nullptr;
+  std::string config_path;  // for reports/build.json
+  std::string output_dir;
+  // Where the release is written before it is moved to output_dir (same file system; removed and
+  // rewritten by every pack).
+  std::string staging_dir;
+  RunOptions run;
+  tokenize::Tokenizer* tokenizer = nullptr;
+  std::string tokens_dir;  // a complete tokenize output (every task's part)
+  std::vector<shard::FileInfo> inputs;  // the config's inputs, hashed, for the manifest
+  // The completed stages by name (the table's); a stage absent here is recorded as disabled.
+  std::map<std::string, StageRecord> records;
+  const Stopwatch* total = nullptr;
+};
+
+// The config's input files with their sizes and XXH3-128, for the manifest.
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<InputFile>& files);
+
+// The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
+// the release folder (reports/, then manifest.json last, then the move: Publish).
+absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o);
+
+}  // namespace grist::release::internal
+
+#endif  // GRIST_RELEASE_INTERNAL_PUBLISH_H_

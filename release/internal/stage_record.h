@@ -1,0 +1,52 @@
+// A stage's completion record, WORK/stages/<stage>.json (release/release.h): the stage's summary
+// and report, and every output file it left with its size and XXH3-128, so that a rerun resumes
+// after a stage only when its outputs are exactly as recorded.
+#ifndef GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
+#define GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "common/hash.h"
+#include "release/release.h"
+
+namespace grist::release::internal {
+
+struct StageRecord {
+  StageSummary summary;
+  std::string report_json = "{}";
+  std::string outputs_json = "[]";  // StageOutputs() of the completed stage
+};
+
+// One file a stage left under its output root (WORK/<root>, the table's StageDef::output_root).
+struct StageOutput {
+  std::string path;  // relative to the work folder
+  uint64_t bytes = 0;
+  std::string xxh3_128;
+  bool operator==(const StageOutput&) const = default;
+};
+
+// Every file a stage left under WORK/<output_root>, in path order, with its size and XXH3-128:
+// recorded with the stage, checked on resume.
+absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
+                                                      const std::string& output_root);
+std::string StageOutputsJson(const std::vector<StageOutput>& outputs);
+// The record's JSON (written atomically by Build::Complete).
+std::string RecordJson(const Hash128& config_hash, const StageRecord& r);
+// The config hash a record names; nullopt when the record is missing or unreadable (a torn or
+// damaged record is not another config's: only its stage runs again).
+std::optional<std::string> RecordConfig(Env* env, const std::string& path);
+// The stage's record when it completed under this config and its outputs (under `work`) are
+// exactly as recorded; nullopt otherwise (missing, torn or damaged record, another config, an
+// output missing, added, truncated or changed: the stage runs again, with a note on stderr when
+// the record was there).
+std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
+                                      const std::string& output_root);
+
+}  // namespace grist::release::internal
+
+#endif  // GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_

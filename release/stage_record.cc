@@ -1,0 +1,159 @@
+#include "release/internal/stage_record.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/json_writer.h"
+#include "common/status_macros.h"
+
+namespace grist::release::internal {
+namespace {
+
+void ListFilesUnder(Env* env, const std::string& base, const std::string& rel,
+                    std::vector<std::string>* out) {
+  const std::string path = rel.empty() ? base : JoinPath(base, rel);
+  if (!env->IsDirectory(path)) {
+    if (env->FileExists(path)) out->push_back(rel);
+    return;
+  }
+  auto names = env->ListDir(path);
+  if (!names.ok()) return;
+  for (const std::string& n : *names) ListFilesUnder(env, base, rel.empty() ? n : JoinPath(rel, n), out);
+}
+
+// Why `now` differs from `recorded` (the first difference), empty when they are equal.
+std::string OutputsDiffer(const std::vector<StageOutput>& recorded, const std::vector<StageOutput>& now) {
+  std::map<std::string, const StageOutput*> have;
+  for (const StageOutput& o : now) have[o.path] = &o;
+  for (const StageOutput& o : recorded) {
+    auto it = have.find(o.path);
+    if (it == have.end()) return absl::StrCat(o.path, " is missing");
+    if (it->second->bytes != o.bytes) {
+      return absl::StrCat(o.path, " has ", it->second->bytes, " bytes, the record says ", o.bytes);
+    }
+    if (it->second->xxh3_128 != o.xxh3_128) return absl::StrCat(o.path, " does not match its checksum");
+    have.erase(it);
+  }
+  if (!have.empty()) return absl::StrCat(have.begin()->first, " is not in the record");
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
+                                                      const std::string& output_root) {
+  const std::string root = JoinPath(work, output_root);
+  std::vector<std::string> rels;
+  ListFilesUnder(env, root, "", &rels);
+  std::sort(rels.begin(), rels.end());
+  std::vector<StageOutput> out;
+  for (const std::string& rel : rels) {
+    const std::string path = rel.empty() ? root : JoinPath(root, rel);
+    StageOutput o;
+    o.path = rel.empty() ? output_root : JoinPath(output_root, rel);
+    ASSIGN_OR_RETURN(o.bytes, env->GetFileSize(path));
+    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, path));
+    o.xxh3_128 = h.ToHex();
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
+  JsonWriter w(0);
+  w.BeginArray();
+  for (const StageOutput& o : outputs) {
+    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes).Field("xxh3_128", o.xxh3_128);
+    w.EndObject();
+  }
+  w.EndArray();
+  return w.Take();
+}
+
+std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
+  JsonWriter w(2);
+  const StageSummary& s = r.summary;
+  w.BeginObject();
+  w.Field("config_xxh3_128", config_hash.ToHex()).Field("stage", s.name);
+  w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
+  w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
+  w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
+  w.Field("seconds", s.seconds).Field("note", s.note).Field("report", r.report_json);
+  w.Key("outputs").Raw(r.outputs_json);
+  w.EndObject();
+  return w.Take();
+}
+
+std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
+  auto text = ReadFileToString(env, path);
+  if (!text.ok()) return std::nullopt;
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(*text);
+  std::string_view h;
+  if (p.parse(ps).get(e) != simdjson::SUCCESS || e["config_xxh3_128"].get(h) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return std::string(h);
+}
+
+std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
+                                      const std::string& output_root) {
+  auto text = ReadFileToString(env, path);
+  if (!text.ok()) return std::nullopt;
+  const std::string work = DirName(DirName(path));
+  auto damaged = [&](const std::string& why) -> std::optional<StageRecord> {
+    std::fprintf(stderr, "build: %s: %s; the stage runs again\n", path.c_str(), why.c_str());
+    return std::nullopt;
+  };
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(*text);
+  if (p.parse(ps).get(e) != simdjson::SUCCESS) return damaged("not a valid stage record");
+  std::string_view h;
+  if (e["config_xxh3_128"].get(h) != simdjson::SUCCESS) return damaged("no config hash");
+  if (h != hash.ToHex()) return std::nullopt;
+  StageRecord r;
+  StageSummary& s = r.summary;
+  std::string_view sv;
+  if (e["stage"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  s.name = std::string(sv);
+  for (auto [k, dst] : {std::pair{"docs_in", &s.docs_in}, std::pair{"docs_out", &s.docs_out},
+                        std::pair{"docs_rejected", &s.docs_rejected},
+                        std::pair{"docs_removed", &s.docs_removed},
+                        std::pair{"bytes_in", &s.bytes_in}, std::pair{"tokens", &s.tokens},
+                        std::pair{"samples", &s.samples}}) {
+    if (e[k].get(*dst) != simdjson::SUCCESS) return std::nullopt;
+  }
+  if (e["seconds"].get(s.seconds) != simdjson::SUCCESS) return std::nullopt;
+  if (e["note"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  s.note = std::string(sv);
+  if (e["report"].get(sv) != simdjson::SUCCESS) return std::nullopt;
+  r.report_json = std::string(sv);
+  simdjson::dom::array outputs;
+  if (e["outputs"].get(outputs) != simdjson::SUCCESS) return damaged("no output checksums");
+  std::vector<StageOutput> recorded;
+  for (simdjson::dom::element o : outputs) {
+    StageOutput x;
+    std::string_view pth, hx;
+    if (o["path"].get(pth) != simdjson::SUCCESS || o["bytes"].get(x.bytes) != simdjson::SUCCESS ||
+        o["xxh3_128"].get(hx) != simdjson::SUCCESS) {
+      return damaged("a bad entry in 'outputs'");
+    }
+    x.path = std::string(pth);
+    x.xxh3_128 = std::string(hx);
+    recorded.push_back(std::move(x));
+  }
+  auto now = StageOutputs(env, work, output_root);
+  if (!now.ok()) return damaged(std::string(now.status().message()));
+  if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
+  r.outputs_json = StageOutputsJson(*now);
+  s.resumed = true;
+  return r;
+}
+
+}  // namespace grist::release::internal

@@ -1,0 +1,388 @@
+// The stages of `grist build` (release/internal/stages.h): each one's adapter over its library
+// (the whole stage in one process, its `--stage` steps, the record it leaves), and the table.
+#include "release/internal/stages.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "clean/run_clean.h"
+#include "common/sysinfo.h"
+#include "common/task_parts.h"
+#include "dedup/dedup.h"
+
+namespace grist::release::internal {
+namespace {
+
+// Reads the counts of one clean task's report (clean-report-IIIII-of-NNNNN.json, CleanReport::ToJson,
+// written last by the task) for clean-merge to sum; appends the kept parts it lists to `parts`.
+absl::StatusOr<clean::CleanReport> ParseCleanTaskReport(const std::string& path,
+                                                        const std::string& text,
+                                                        std::vector<std::string>* parts) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(text);
+  auto bad = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(path, ": not a clean report (", what, ")"));
+  };
+  if (p.parse(ps).get(e) != simdjson::SUCCESS) return bad("not JSON");
+  clean::CleanReport r;
+  struct Field {
+    const char* object;
+    const char* key;
+    uint64_t* dst;
+  };
+  for (const Field& f : {Field{"docs", "in", &r.counts.docs_in}, Field{"docs", "kept", &r.counts.docs_out},
+                         Field{"docs", "rejected", &r.counts.docs_rejected},
+                         Field{"docs", "bad_records", &r.bad_records},
+                         Field{"bytes", "in", &r.counts.bytes_in}, Field{"bytes", "kept", &r.counts.bytes_out},
+                         Field{"bytes", "records", &r.record_bytes}}) {
+    if (e[f.object][f.key].get(*f.dst) != simdjson::SUCCESS) {
+      return bad(absl::StrCat("no ", f.object, ".", f.key));
+    }
+  }
+  simdjson::dom::object reasons;
+  if (e["reasons"].get(reasons) != simdjson::SUCCESS) return bad("no reasons");
+  for (auto [k, v] : reasons) {
+    uint64_t n = 0;
+    if (v.get(n) != simdjson::SUCCESS) return bad("a reason's count is not a number");
+    r.reasons[std::string(k)] += n;
+  }
+  if (e["seconds"].get(r.seconds) != simdjson::SUCCESS) return bad("no seconds");
+  simdjson::dom::array kept;
+  if (e["kept_parts"].get(kept) != simdjson::SUCCESS) return bad("no kept_parts");
+  for (simdjson::dom::element k : kept) {
+    std::string_view name;
+    if (k["path"].get(name) != simdjson::SUCCESS) return bad("a kept part without a path");
+    parts->push_back(std::string(name));
+  }
+  return r;
+}
+
+void CountsSummary(const DocCounts& c, StageSummary* s) {
+  s->docs_in = c.docs_in;
+  s->docs_out = c.docs_out;
+  s->docs_rejected = c.docs_rejected;
+  s->docs_removed = c.docs_removed;
+}
+
+RunOptions OneTask(const RunOptions& run) {
+  RunOptions one = run;
+  one.task = 0;
+  one.tasks = 1;
+  return one;
+}
+
+std::string TaskNote(const RunOptions& run) { return absl::StrCat("task ", run.task, " of ", run.tasks); }
+
+// ---- clean ----
+
+StageRecord CleanRecord(const clean::CleanReport& cr) {
+  StageRecord r;
+  CountsSummary(cr.counts, &r.summary);
+  r.summary.bytes_in = cr.record_bytes;
+  r.summary.seconds = cr.seconds;
+  r.report_json = cr.CountsJson();
+  return r;
+}
+
+// Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json) was
+// written by a task of another task count than `tasks`.
+bool OfOtherTaskCount(const std::string& name, int tasks) {
+  for (const char* stem : {clean::kPartStem, clean::kReportStem}) {
+    if (std::optional<TaskPart> p = ParseTaskPart(name, stem)) return p->tasks != tasks;
+  }
+  return false;
+}
+
+absl::StatusOr<StageRecord> CleanTask(Build& b, const RunOptions& run) {
+  const std::string dir = b.Dir("clean");
+  // Files of an earlier attempt with another task count (tasks of this count each replace only
+  // their own files, so the N tasks can run at once).
+  for (const std::string& d : {dir, JoinPath(dir, "rejects")}) {
+    if (!b.env->IsDirectory(d)) continue;
+    ASSIGN_OR_RETURN(std::vector<std::string> names, b.env->ListDir(d));
+    for (const std::string& n : names) {
+      if (OfOtherTaskCount(n, run.tasks)) RETURN_IF_ERROR(b.env->RemoveFile(JoinPath(d, n)));
+    }
+  }
+  ASSIGN_OR_RETURN(clean::CleanReport cr, clean::RunClean(b.env, b.bc.inputs, dir, b.bc.clean, run));
+  StageRecord r = CleanRecord(cr);
+  r.summary.note = TaskNote(run);
+  return r;
+}
+
+absl::StatusOr<StageRecord> CleanMerge(Build& b, const RunOptions&) {
+  Stopwatch sw;
+  const std::string dir = b.Dir("clean");
+  std::vector<std::string> names;
+  if (b.env->IsDirectory(dir)) {
+    ASSIGN_OR_RETURN(names, b.env->ListDir(dir));
+  }
+  ASSIGN_OR_RETURN(TaskParts reports,
+                   FindTaskParts(names, clean::kReportStem, clean::kReportSuffix, dir));
+  const int tasks = reports.tasks;
+  if (tasks == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": no clean task has finished (no clean-report-*.json); run --stage clean first"));
+  }
+  clean::CleanReport all;
+  std::vector<std::string> listed;
+  for (int t = 0; t < tasks; ++t) {
+    const std::string path = JoinPath(dir, clean::TaskReportName(t, tasks));
+    auto text = ReadFileToString(b.env, path);
+    if (!text.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": clean task ", t, " of ", tasks, " has not finished"));
+    }
+    ASSIGN_OR_RETURN(clean::CleanReport r, ParseCleanTaskReport(path, *text, &listed));
+    all.counts.docs_in += r.counts.docs_in;
+    all.counts.docs_out += r.counts.docs_out;
+    all.counts.docs_rejected += r.counts.docs_rejected;
+    all.counts.bytes_in += r.counts.bytes_in;
+    all.counts.bytes_out += r.counts.bytes_out;
+    all.bad_records += r.bad_records;
+    all.record_bytes += r.record_bytes;
+    for (const auto& [reason, n] : r.reasons) all.reasons[reason] += n;
+    all.seconds = std::max(all.seconds, r.seconds);
+  }
+  // The kept parts on disk are exactly those the reports list (none missing, none stray).
+  ASSIGN_OR_RETURN(std::vector<std::string> kept, KeptParts(b.env, dir));
+  std::vector<std::string> on_disk;
+  for (const std::string& k : kept) on_disk.push_back(BaseName(k));
+  std::sort(listed.begin(), listed.end());
+  if (on_disk != listed) {
+    return absl::DataLossError(absl::StrCat(
+        dir, ": the kept parts are not those the ", tasks, " task reports list (",
+        on_disk.size(), " on disk, ", listed.size(), " listed); rerun --stage clean"));
+  }
+  StageRecord r = CleanRecord(all);
+  // The stage took as long as its slowest task (they run at once) plus this merge.
+  r.summary.seconds = all.seconds + sw.Seconds();
+  r.summary.note = absl::StrCat("merged ", tasks, " task(s); slowest ",
+                                absl::StrFormat("%.2f", all.seconds), " s");
+  return r;
+}
+
+// ---- dedup ----
+
+StageRecord DedupRecord(const dedup::DedupReport& dr) {
+  StageRecord r;
+  CountsSummary(dr.counts, &r.summary);
+  r.summary.bytes_in = dr.counts.bytes_in;
+  for (const auto& st : dr.stages) r.summary.seconds += st.seconds;
+  r.report_json = dr.CountsJson();
+  return r;
+}
+
+absl::Status NeedDocuments(const Build& b) {
+  if (b.docs.empty()) return absl::FailedPreconditionError("build: the clean stage kept no documents");
+  return absl::OkStatus();
+}
+
+// The dedup stage's own work folder (its scratch), cleared once its report is written.
+std::string DedupScratch(const Build& b) {
+  return b.bc.dedup.work_dir.empty() ? JoinPath(b.Dir("dedup"), ".dedup-work") : b.bc.dedup.work_dir;
+}
+
+Step DedupStep(dedup::DedupStage stage) {
+  Step s;
+  s.name = absl::StrCat("dedup-", dedup::DedupStageName(stage));
+  s.parallel = dedup::StageIsParallel(stage);
+  s.completes = stage == dedup::DedupStage::kReport;
+  s.run = [stage](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+    RETURN_IF_ERROR(NeedDocuments(b));
+    ASSIGN_OR_RETURN(dedup::DedupReport dr,
+                     dedup::RunDedupStage(b.env, stage, b.docs, b.Dir("dedup"), b.bc.dedup, run));
+    if (stage != dedup::DedupStage::kReport) {
+      StageRecord r;
+      r.summary.name = "dedup";
+      r.summary.note = dedup::StageIsParallel(stage)
+                           ? absl::StrCat(dedup::DedupStageName(stage), ", ", TaskNote(run))
+                           : std::string(dedup::DedupStageName(stage));
+      return r;
+    }
+    if (!b.bc.dedup.keep_work) RETURN_IF_ERROR(b.env->RemoveAll(DedupScratch(b)));
+    return DedupRecord(dr);
+  };
+  return s;
+}
+
+// ---- tokenizer ----
+
+absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
+  Stopwatch sw;
+  StageRecord r;
+  if (!b.bc.tokenizer_model.empty()) {
+    auto bytes = ReadFileToString(b.env, b.bc.tokenizer_model);
+    if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
+    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, b.bc.tokenizer_model).status());
+    RETURN_IF_ERROR(WriteFileAtomic(b.env, b.ModelPath(), *bytes));
+    r.summary.note = "pretrained";
+    r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
+  } else {
+    ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(b.env, b.docs, b.ModelPath(), b.bc.train,
+                                                       b.opts.run.progress));
+    r.summary.docs_in = tr.documents;
+    r.summary.docs_out = tr.documents - tr.documents_rejected;
+    r.summary.docs_rejected = tr.documents_rejected;
+    r.summary.bytes_in = b.input_bytes;
+    r.summary.note = "trained";
+    r.report_json = tr.ToJson();
+  }
+  r.summary.seconds = sw.Seconds();
+  return r;
+}
+
+// ---- tokenize ----
+
+absl::StatusOr<tokenize::EncodeReport> Encode(Build& b, const RunOptions& run) {
+  tokenize::EncodeStageOptions eo = b.bc.encode;
+  eo.model_path = b.ModelPath();
+  return tokenize::RunEncode(b.env, b.docs, b.TokensDir(), eo, run);
+}
+
+absl::StatusOr<StageRecord> TokenizeMerge(Build& b, const RunOptions&) {
+  Stopwatch sw;
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(b.env, b.TokensDir()));
+  ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(b.env, parts));
+  StageRecord r = EncodeRecord(er);
+  // The stage took as long as its slowest task (they run at once) plus this merge.
+  r.summary.seconds = er.seconds + sw.Seconds();
+  r.summary.note = absl::StrCat("merged ", parts.size(), " task(s); slowest ",
+                                absl::StrFormat("%.2f", er.seconds), " s");
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> KeptParts(Env* env, const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  std::vector<std::string> out;
+  const std::string ext = ".jsonl.zst";
+  for (const std::string& n : names) {
+    if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0 &&
+        !env->IsDirectory(JoinPath(dir, n))) {
+      out.push_back(JoinPath(dir, n));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
+                                                          const std::vector<std::string>& parts) {
+  tokenize::EncodeReport all;
+  for (const std::string& prefix : parts) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, prefix + ".json"));
+    simdjson::dom::parser p;
+    simdjson::dom::element e;
+    simdjson::padded_string ps(text);
+    if (p.parse(ps).get(e) != simdjson::SUCCESS) {
+      return absl::DataLossError(absl::StrCat(prefix, ".json: not a valid encode report"));
+    }
+    uint64_t v[9];
+    const char* keys[9] = {"docs_in", "docs_out", "docs_rejected", "docs_removed", "bytes_in",
+                           "tokens", "rejected_malformed", "rejected_empty", "max_document_tokens"};
+    for (int i = 0; i < 9; ++i) {
+      if (e[keys[i]].get(v[i]) != simdjson::SUCCESS) {
+        return absl::DataLossError(absl::StrCat(prefix, ".json: no '", keys[i], "'"));
+      }
+    }
+    all.counts.docs_in += v[0];
+    all.counts.docs_out += v[1];
+    all.counts.docs_rejected += v[2];
+    all.counts.docs_removed += v[3];
+    all.counts.bytes_in += v[4];
+    all.tokens += v[5];
+    all.rejected_malformed += v[6];
+    all.rejected_empty += v[7];
+    all.max_document_tokens = std::max(all.max_document_tokens, v[8]);
+    double seconds = 0;
+    if (e["seconds"].get(seconds) == simdjson::SUCCESS) all.seconds = std::max(all.seconds, seconds);
+  }
+  return all;
+}
+
+StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
+  StageRecord r;
+  r.summary.name = "tokenize";
+  CountsSummary(er.counts, &r.summary);
+  r.summary.bytes_in = er.counts.bytes_in;
+  r.summary.tokens = er.tokens;
+  r.summary.seconds = er.seconds;
+  r.report_json = er.ToJson();
+  return r;
+}
+
+// ---- The table ----
+
+const std::vector<StageDef>& Stages() {
+  static const auto* stages = [] {
+    auto* v = new std::vector<StageDef>();
+    {
+      StageDef s;
+      s.name = "clean";
+      s.output_root = "clean";
+      s.enabled = [](const BuildConfig& bc) { return bc.clean_enabled; };
+      s.inputs = StageDef::Inputs::kConfigInputs;
+      s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto cr, clean::RunClean(b.env, b.bc.inputs, b.Dir("clean"), b.bc.clean,
+                                                  OneTask(b.opts.run)));
+        return CleanRecord(cr);
+      };
+      s.steps = {Step{"clean", true, false, CleanTask}, Step{"clean-merge", false, true, CleanMerge}};
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "dedup";
+      s.output_root = "dedup";
+      s.enabled = [](const BuildConfig& bc) { return bc.dedup_enabled; };
+      s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        RETURN_IF_ERROR(NeedDocuments(b));
+        ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(b.env, b.docs, b.Dir("dedup"), b.bc.dedup,
+                                                  OneTask(b.opts.run)));
+        return DedupRecord(dr);
+      };
+      for (dedup::DedupStage st : dedup::kDedupStages) s.steps.push_back(DedupStep(st));
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "tokenizer";
+      s.output_root = "tokenizer.model";
+      s.enabled = [](const BuildConfig&) { return true; };
+      s.run = RunTokenizer;
+      s.steps = {Step{"tokenizer", false, true,
+                      [](Build& b, const RunOptions&) { return RunTokenizer(b); }}};
+      v->push_back(std::move(s));
+    }
+    {
+      StageDef s;
+      s.name = "tokenize";
+      s.output_root = "tokens";
+      s.enabled = [](const BuildConfig&) { return true; };
+      s.counted = true;
+      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto er, Encode(b, OneTask(b.opts.run)));
+        return EncodeRecord(er);
+      };
+      s.steps = {Step{"tokenize", true, false,
+                      [](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
+                        ASSIGN_OR_RETURN(auto er, Encode(b, run));
+                        StageRecord r = EncodeRecord(er);
+                        r.summary.note = TaskNote(run);
+                        return r;
+                      }},
+                 Step{"tokenize-merge", false, true, TokenizeMerge}};
+      v->push_back(std::move(s));
+    }
+    return v;
+  }();
+  return *stages;
+}
+
+}  // namespace grist::release::internal

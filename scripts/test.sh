@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD=${GRIST_BUILD_DIR:-build}
 JOBS=${GRIST_JOBS:-$(nproc)}
+# Each stage's header shows the time since the start (test_extra.sh continues the same clock), so a
+# CI log says where its minutes went.
+export GRIST_TEST_T0=${GRIST_TEST_T0:-$(date +%s)}
+stage() { local t=$(($(date +%s) - GRIST_TEST_T0)); printf '== [%dm%02ds] %s\n' $((t / 60)) $((t % 60)) "$*"; }
 
 scripts/setup.sh
 # Everything below (ctest's helpers, the benches' peers, the Python tests) finds the environment's
@@ -21,24 +25,25 @@ export PATH="$VENV/bin:$PATH" GRIST_PYTHON="$VENV/bin/python"
 export GRIST_REQUIRE_TEST_HOOKS=1
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIST_TEST_HOOKS=ON ${GRIST_CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$JOBS"
+stage "ctest"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
 if [[ -d tests/python ]]; then
-  echo "== Python tests ($("$GRIST_PYTHON" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'))"
-  PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" "$GRIST_PYTHON" -m pytest -q -rs tests/python
+  stage "Python tests ($("$GRIST_PYTHON" -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'))"
+  PYTHONPATH="$ROOT/$BUILD/python" GRIST_BUILD_DIR="$ROOT/$BUILD" "$GRIST_PYTHON" -m pytest -q -rs --durations=10 tests/python
 fi
 
 if [[ -x scripts/test_slurm.sh && "${GRIST_SKIP_SLURM:-0}" != 1 ]]; then
-  echo "== Slurm: the pipeline as job arrays on a single-node cluster (GRIST_SKIP_SLURM=1 skips)"
+  stage "Slurm: the pipeline as job arrays on a single-node cluster (GRIST_SKIP_SLURM=1 skips)"
   GRIST_BUILD_DIR="$BUILD" scripts/test_slurm.sh
 fi
 
 if [[ -x scripts/test_gluster.sh && "${GRIST_SKIP_GLUSTER:-0}" != 1 ]]; then
-  echo "== GlusterFS: checkpoints, write amplification and a release on a FUSE volume (GRIST_SKIP_GLUSTER=1 skips)"
+  stage "GlusterFS: checkpoints, write amplification and a release on a FUSE volume (GRIST_SKIP_GLUSTER=1 skips)"
   GRIST_BUILD_DIR="$BUILD" scripts/test_gluster.sh
 fi
 
 if [[ -x scripts/test_extra.sh && "${GRIST_SKIP_SANITIZERS:-0}" != 1 ]]; then
   scripts/test_extra.sh
 fi
-echo "test.sh: all tests passed"
+stage "test.sh: all tests passed"

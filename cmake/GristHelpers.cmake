@@ -116,6 +116,11 @@ function(grist_cc_test)
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" SKIP_RETURN_CODE 77
                ENVIRONMENT GRIST_GTEST_SKIP_EXIT_CODE=77)
+  # Until the executable is built, ctest lists its tests as one `<name>_NOT_BUILT` without labels,
+  # which `ctest -L` skips silently; tests/CMakeLists.txt writes this list (target and labels) to
+  # tests/test_targets.txt so that a script can build every target of the labels it runs.
+  string(REPLACE ";" "," labels "${ARG_LABELS}")
+  set_property(GLOBAL APPEND PROPERTY GRIST_TEST_TARGETS "${ARG_NAME} ${labels}")
 endfunction()
 
 function(grist_set_warnings target)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@ struct State {
   uint64_t armed_seen = 0;
   Action action = Action::kKill;
   std::map<std::string, uint64_t, std::less<>> hits;
+  std::vector<std::string> reached;
   int trace_fd = -1;
 };
 
@@ -57,6 +59,7 @@ absl::Status Point(std::string_view name) {
   auto it = s.hits.find(name);
   if (it == s.hits.end()) it = s.hits.emplace(std::string(name), 0).first;
   ++it->second;
+  s.reached.push_back(it->first);
   if (s.trace_fd >= 0) {
     std::string line = absl::StrCat(std::string(name), "\n");
     (void)!::write(s.trace_fd, line.data(), line.size());  // O_APPEND: one write, one line
@@ -92,10 +95,17 @@ uint64_t Hits(std::string_view name) {
   return it == s.hits.end() ? 0 : it->second;
 }
 
+std::vector<std::string> Reached() {
+  State& s = GetState();
+  std::lock_guard<std::mutex> l(s.mu);
+  return s.reached;
+}
+
 void ResetHits() {
   State& s = GetState();
   std::lock_guard<std::mutex> l(s.mu);
   s.hits.clear();
+  s.reached.clear();
 }
 
 bool Enabled() { return true; }
@@ -110,6 +120,7 @@ absl::Status Point(std::string_view) { return absl::OkStatus(); }
 void Arm(std::string_view, int, Action) {}
 void Disarm() {}
 uint64_t Hits(std::string_view) { return 0; }
+std::vector<std::string> Reached() { return {}; }
 void ResetHits() {}
 bool Enabled() { return false; }
 

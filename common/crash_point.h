@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -39,6 +40,9 @@ void Arm(std::string_view name, int hit, Action action);
 void Disarm();
 // Times `name` was reached since the process started or ResetHits().
 uint64_t Hits(std::string_view name);
+// Every point reached since the process started or ResetHits(), in order (one entry per arrival:
+// for tests that check a sequence).
+std::vector<std::string> Reached();
 void ResetHits();
 // Whether the hook is compiled in (GRIST_TEST_HOOKS); without it every function above does
 // nothing and Point() returns OK.

@@ -12,7 +12,8 @@ absl::Status Annotate(const absl::Status& s, std::string_view context) {
 }
 
 absl::Status ErrnoError(int err, std::string_view what) {
-  return absl::ErrnoToStatus(err, absl::StrCat(std::string(what), ": ", std::strerror(err)));
+  // Not absl::ErrnoToStatus(err, ...): it appends the strerror text itself, which gave it twice.
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(std::string(what), ": ", std::strerror(err)));
 }
 
 }  // namespace grist

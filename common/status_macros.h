@@ -45,7 +45,7 @@ inline absl::Status AsStatus(const absl::StatusOr<T>& s) {
 // Returns `s` with `context + ": "` prepended to its message; OK stays OK.
 absl::Status Annotate(const absl::Status& s, std::string_view context);
 
-// absl::ErrnoToStatus with "<what>: <strerror>" as the message.
+// The code absl::ErrnoToStatusCode(err), with "<what>: <strerror>" as the message.
 absl::Status ErrnoError(int err, std::string_view what);
 
 }  // namespace grist

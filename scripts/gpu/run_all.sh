@@ -22,11 +22,23 @@ if [[ $what == loader || $what == all ]]; then
   scripts/gpu/loader.sh .devcarry/build
   echo "== SIGKILL/resume proof on cuda"
   GRIST_TEST_DEVICE=cuda python3 -m unittest -v tests/python/test_train_resume.py 2>&1 | tee "$GRIST_GPU_OUT/train_resume_cuda.txt"
+  if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
+    echo "run_all: tests/python/test_train_resume.py failed on cuda" >&2
+    failed=1
+  fi
 fi
 if [[ $what == ckpt || $what == all ]]; then
   echo "== ckptio tests on the GPU machine"
   .devcarry/build/tests/ckptio/ckptio_test --gtest_brief=1 2>&1 | tail -5 | tee "$GRIST_GPU_OUT/ckptio_test.txt"
+  if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
+    echo "run_all: ckptio_test failed" >&2
+    failed=1
+  fi
   python3 -m unittest -v tests/python/test_ckpt.py 2>&1 | tail -8 | tee "$GRIST_GPU_OUT/test_ckpt_py.txt"
+  if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
+    echo "run_all: tests/python/test_ckpt.py failed" >&2
+    failed=1
+  fi
   echo "== CUDA checkpoint round trip (a skip is a failure here)"
   log="$GRIST_GPU_OUT/test_ckpt_cuda_$(date -u +%Y%m%d).txt"
   GRIST_REQUIRE_CUDA=1 python3 -m unittest -v tests/python/test_ckpt_cuda.py 2>&1 | tee "$log"

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ckptio/checkpoint.h"
@@ -356,6 +359,20 @@ class Faults : public ::testing::Test {
     ExpectLoaded(*latest, StepState(1));
     EXPECT_FALSE(Env::Default()->FileExists(tmp_.Join("step-2/manifest.json")));
   }
+  // The names in step-2 (the failed save's folder), sorted.
+  std::vector<std::string> LeftInStep2() {
+    auto names = Env::Default()->ListDir(tmp_.Join("step-2"));
+    EXPECT_TRUE(names.ok()) << names.status();
+    std::vector<std::string> v = names.ok() ? *names : std::vector<std::string>{};
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+  // With the fault cleared, the same writer saves step-2 into the same folder and publishes it.
+  void ExpectWriterSavesNext() {
+    ASSERT_TRUE(SaveSync(writer_.get(), tmp_.Join("step-2"), StepState(2)).ok());
+    EXPECT_EQ(*LatestCheckpoint(Env::Default(), tmp_.path(), /*verify=*/true), tmp_.Join("step-2"));
+    ExpectLoaded(tmp_.Join("step-2"), StepState(2));
+  }
   grist::testing::TempDir tmp_;
   std::unique_ptr<FaultInjectionEnv> fenv_;
   std::unique_ptr<FileWriter> writer_;
@@ -379,16 +396,26 @@ TEST_F(Faults, DiskFills) {
 TEST_F(Faults, FsyncFails) {
   fenv_->SetFailSync(true);
   absl::Status s = SaveSync(writer_.get(), tmp_.Join("step-2"), StepState(2));
-  EXPECT_FALSE(s.ok());
   fenv_->SetFailSync(false);
+  // The rank file's fsync is the first to fail: reported as is, and the unsynced file removed.
+  EXPECT_EQ(s, absl::DataLossError(absl::StrCat("fsync ", tmp_.Join("step-2/rank-00000.safetensors"),
+                                                ": Input/output error (injected)")));
+  EXPECT_EQ(LeftInStep2(), std::vector<std::string>{});
   ExpectPreviousIntact();
+  ExpectWriterSavesNext();
 }
 
 TEST_F(Faults, RenameOfManifestFails) {
   fenv_->SetFailRename(true);
-  EXPECT_FALSE(SaveSync(writer_.get(), tmp_.Join("step-2"), StepState(2)).ok());
+  absl::Status s = SaveSync(writer_.get(), tmp_.Join("step-2"), StepState(2));
   fenv_->SetFailRename(false);
+  const std::string tmp_manifest =
+      absl::StrCat(tmp_.Join("step-2/manifest.json"), ".tmp.", ::getpid());
+  EXPECT_EQ(s, absl::DataLossError(absl::StrCat("rename ", tmp_manifest, ": Input/output error (injected)")));
+  // The rank file stays (durable, unpublished), the temporary manifest is removed: not published.
+  EXPECT_EQ(LeftInStep2(), std::vector<std::string>{"rank-00000.safetensors"});
   ExpectPreviousIntact();
+  ExpectWriterSavesNext();
 }
 
 TEST(UringFaults, WriteErrorAndFsyncErrorAreReported) {

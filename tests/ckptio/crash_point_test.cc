@@ -121,6 +121,7 @@ TEST(CkptCrashPoints, OneSaveWithRetentionReachesEveryPointInOrder) {
   crash::ResetHits();
   ASSERT_TRUE(SaveStep(w->get(), tmp.path(), 2).ok());
   for (std::string_view p : kCrashPoints) EXPECT_EQ(crash::Hits(p), 1u) << p;
+  EXPECT_EQ(crash::Reached(), std::vector<std::string>(std::begin(kCrashPoints), std::end(kCrashPoints)));
 }
 
 TEST(CkptCrashPoints, SigkillAtEveryPointKeepsThePreviousCheckpointAndResumesToTheSameBytes) {

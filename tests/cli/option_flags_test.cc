@@ -86,7 +86,15 @@ std::vector<std::pair<std::string, std::string>> OtherValues(const OptionInfo& o
     case OptionKind::kInt:
     case OptionKind::kUint: {
       const int64_t d = o.required ? static_cast<int64_t>(o.bounds.min) : std::stoll(o.default_text);
-      for (int64_t x : {d + 1, d - 1, d + 7, d * 2}) {
+      // A candidate that overflows int64 is left out (a default near the limit, such as dedup's
+      // seed; computing it was undefined behaviour, which UBSan stopped on).
+      std::vector<int64_t> candidates;
+      int64_t c = 0;
+      if (!__builtin_add_overflow(d, 1, &c)) candidates.push_back(c);
+      if (!__builtin_sub_overflow(d, 1, &c)) candidates.push_back(c);
+      if (!__builtin_add_overflow(d, 7, &c)) candidates.push_back(c);
+      if (!__builtin_mul_overflow(d, 2, &c)) candidates.push_back(c);
+      for (int64_t x : candidates) {
         if (x == d || x < o.bounds.min || x > o.bounds.max) continue;
         if (o.kind == OptionKind::kUint && x < 0) continue;
         v.emplace_back(std::to_string(x), std::to_string(x));

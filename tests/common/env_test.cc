@@ -3,12 +3,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "common/status_macros.h"
 
 namespace grist {
 namespace {
+
+TEST(ErrnoError, TheCodeOfTheErrnoAndItsTextOnce) {
+  absl::Status s = ErrnoError(ENOSPC, "writing /x/y at offset 4096");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "writing /x/y at offset 4096: No space left on device");
+  EXPECT_EQ(ErrnoError(ENOENT, "open /x").message(), "open /x: No such file or directory");
+  EXPECT_EQ(ErrnoError(ENOENT, "open /x").code(), absl::StatusCode::kNotFound);
+}
 
 absl::StatusOr<int> Half(int x) {
   if (x % 2) return absl::InvalidArgumentError("odd");

@@ -2,9 +2,10 @@
 
 import json
 import os
+import random
+import re
 import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -14,6 +15,11 @@ import torch
 
 import grist
 from grist import ckpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # An independent safetensors reader, written from the format's specification: 8-byte little-endian
 # header length N, N bytes of JSON (may end in spaces), then the data; each tensor's data_offsets
@@ -229,38 +235,131 @@ class CkptTest(unittest.TestCase):
             fh.write(struct.pack("<Q", len(hdr)) + hdr + struct.pack("<2f", 1.5, -2.0))
         self.assertEqual(ckpt.load(p)["a"].tolist(), [1.5, -2.0])
 
-    def test_sigkill_during_saves_never_loses_the_newest_published(self):
-        code = (
-            "import sys, torch, grist\n"
-            "root, start = sys.argv[1], int(sys.argv[2])\n"
-            "s = start\n"
-            "print('ready', flush=True)\n"
-            "while True:\n"
-            "    grist.ckpt.save({'w': torch.full((1 << 18,), float(s)), 'step': s},\n"
-            "                    f'{root}/step-{s:06d}', keep_last=2, blocking=True)\n"
-            "    print('saved', flush=True)\n"
-            "    s += 1\n")
-        env = dict(os.environ)
-        resume = 0
-        published = 0
-        for i in range(4):
-            p = subprocess.Popen([sys.executable, "-c", code, self.root, str(resume)], env=env,
-                                 stdout=subprocess.PIPE)
-            self.assertEqual(p.stdout.readline().strip(), b"ready")  # torch imported
-            # Kill at a varying moment after the first save of this run is published (a fixed
-            # sleep from start-up killed before any save on a host where CUDA's start-up is slow).
-            self.assertEqual(p.stdout.readline().strip(), b"saved")
-            time.sleep(0.005 + 0.013 * i)
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-            p.stdout.close()
-            latest = ckpt.latest(self.root)
-            self.assertIsNotNone(latest)
-            published += 1
-            state = ckpt.load(latest)
-            self.assertTrue(torch.equal(state["w"], torch.full((1 << 18,), float(state["step"]))))
-            resume = state["step"] + 1
-        self.assertEqual(published, 4)
+    # The named crash points of a save (ckptio/internal/crash_points.h, in the order one save
+    # reaches them), each with what a SIGKILL there leaves: whether manifest.json was renamed into
+    # place (the save is published), whether retention unpublished the oldest checkpoint, and
+    # whether that one is left on disk under its hidden ".deleting." name.
+    KILL_POINTS = {
+        "ckptio.file.after_data_writes": (False, False, False),
+        "ckptio.file.after_fsync": (False, False, False),
+        "ckptio.publish.before_rename": (False, False, False),
+        "ckptio.publish.after_rename": (True, False, False),
+        "ckptio.publish.before_parent_fsync": (True, False, False),
+        "ckptio.retention.after_hide": (True, True, True),
+        "ckptio.retention.during_remove": (True, True, True),
+        "ckptio.retention.before_fsync": (True, True, False),
+    }
+
+    def _saver(self, root, start, count, env=None):
+        """A process of `count` saves from step `start` (forked from a server that imported
+        torch and grist once, so each costs no interpreter start-up)."""
+        import multiprocessing as mp
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "grist.ckpt"])
+        p = ctx.Process(target=_save_steps, args=(root, start, count, env or {}))
+        p.start()
+        return p
+
+    def _published(self, root):
+        return [s for s, _ in ckpt.list_checkpoints(root)]
+
+    def _expect_whole_latest(self, root, step):
+        """latest(), with and without verification, is step's folder and holds step's state."""
+        latest = ckpt.latest(root)
+        self.assertEqual(latest, os.path.join(root, f"step-{step:06d}"))
+        self.assertEqual(ckpt.latest(root, verify=True), latest)
+        state = ckpt.load(latest)
+        self.assertEqual(state["step"], step)
+        self.assertTrue(torch.equal(state["w"], torch.full((1 << 18,), float(step))))
+
+    def test_sigkill_at_each_crash_point_keeps_the_newest_published(self):
+        kit.require_test_hooks(self)
+        with open(os.path.join(ROOT, "ckptio", "internal", "crash_points.h")) as f:
+            header = re.findall(r'std::string_view kCrash\w+ = "([^"]+)"', f.read())
+        self.assertEqual(header, list(self.KILL_POINTS))
+        # Steps 0, 1, 2 with keep_last=2, tracing the points reached: the first two saves reach
+        # the file and publish points, the third (one checkpoint to remove) every point, in order.
+        root, trace = os.path.join(self.root, "c"), os.path.join(self.root, "trace")
+        p = self._saver(root, 0, 3, {"GRIST_CRASH_TRACE": trace})
+        p.join(120)
+        self.assertEqual(p.exitcode, 0)
+        self.assertTrue(os.path.exists(trace))
+        with open(trace) as f:
+            publish = header[:5]
+            self.assertEqual(f.read().split(), publish + publish + header)
+        self.assertEqual(self._published(root), [1, 2])
+
+        # Each run saves `step` (published, retention removes step-1) and is then killed by
+        # SIGKILL at one crash point of its second save, step + 1. The next run resumes after
+        # latest(), as training does.
+        step = 3
+        for point, (renamed, retention, hidden) in self.KILL_POINTS.items():
+            with self.subTest(point=point):
+                p = self._saver(root, step, 3, {"GRIST_CRASH_POINT": f"{point}@2"})
+                p.join(120)
+                self.assertEqual(p.exitcode, -signal.SIGKILL, f"not killed at {point}")
+                # Exactly what is published, and what is hidden on disk.
+                want = [step - 1, step] + ([step + 1] if renamed else [])
+                if retention:
+                    want = want[1:]
+                self.assertEqual(self._published(root), want)
+                self.assertEqual([n for n in os.listdir(root) if n.startswith(".")],
+                                 [f".deleting.step-{step - 1:06d}"] if hidden else [])
+                if not renamed:  # the killed save's folder: torn, never listed
+                    self.assertFalse(os.path.exists(
+                        os.path.join(root, f"step-{step + 1:06d}", "manifest.json")))
+                self._expect_whole_latest(root, want[-1])
+                # latest() swept what the killed retention left; the published set is unchanged.
+                self.assertEqual([n for n in os.listdir(root) if n.startswith(".")], [])
+                self.assertEqual(self._published(root), want)
+                step = want[-1] + 1
+
+        # Resumed to the end: exactly the last two, byte for byte those of an uninterrupted run.
+        p = self._saver(root, step, 2)
+        p.join(120)
+        self.assertEqual(p.exitcode, 0)
+        self.assertEqual(sorted(os.listdir(root)), [f"step-{step:06d}", f"step-{step + 1:06d}"])
+        ref = os.path.join(self.root, "ref")
+        p = self._saver(ref, step - 1, 3)
+        p.join(120)
+        self.assertEqual(p.exitcode, 0)
+        for name in (f"step-{step + 1:06d}/manifest.json", f"step-{step + 1:06d}/rank-00000.safetensors"):
+            with open(os.path.join(root, name), "rb") as a, open(os.path.join(ref, name), "rb") as b:
+                self.assertTrue(a.read() == b.read(), f"{name} differs from the uninterrupted run")
+
+    def test_sigkill_at_a_random_moment_keeps_the_newest_published(self):
+        # A supplement to the crash points above: killed from outside, wherever the save is.
+        rng = random.Random(5)
+        root = os.path.join(self.root, "c")
+        step = 0
+        for _ in range(2):
+            p = self._saver(root, step, 1000)
+            first = os.path.join(root, f"step-{step:06d}", "manifest.json")
+            deadline = time.time() + 120
+            while not os.path.exists(first) and p.is_alive() and time.time() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.random() * 0.05)
+            self.assertTrue(p.is_alive(), "the saver ended before it was killed")
+            p.kill()
+            p.join(60)
+            self.assertEqual(p.exitcode, -signal.SIGKILL)
+            # Consecutive steps, at least this run's first; a third one only when the kill came
+            # between the newest's rename and the retention that follows it.
+            published = self._published(root)
+            self.assertGreaterEqual(published[-1], step)
+            self.assertEqual(published, list(range(published[0], published[-1] + 1)))
+            self.assertLessEqual(len(published), 3)
+            self._expect_whole_latest(root, published[-1])
+            step = published[-1] + 1
+
+
+def _save_steps(root, start, count, env):
+    """What the kill tests' child processes do: steps start..start+count-1, each published before
+    the next, keep_last=2, with `env` set first (GRIST_CRASH_POINT is read at the first point)."""
+    os.environ.update(env)
+    for s in range(start, start + count):
+        ckpt.save({"w": torch.full((1 << 18,), float(s)), "step": s},
+                  os.path.join(root, f"step-{s:06d}"), keep_last=2, blocking=True)
 
 
 def _ddp_worker(rank, world, init_file, root, q):

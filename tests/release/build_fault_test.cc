@@ -195,6 +195,21 @@ TEST_F(BuildFaultTest, SigkillAtEveryPointThenResumeGivesTheSameRelease) {
     int st = RunBuild(*config_, out, {{"GRIST_CRASH_POINT", point}}, out + ".log");
     ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
         << "not killed at the point: " << ReadFileToString(Env::Default(), out + ".log").value_or("");
+    // The stage records on disk: every stage before the killed one, and the killed one only
+    // once its record was written (after_record); a stage killed before that runs again.
+    const std::vector<std::string> parts = absl::StrSplit(point, '.');
+    ASSERT_EQ(parts.size(), 3u);
+    bool before = true;
+    for (const char* stage : {"clean", "dedup", "tokenizer", "tokenize"}) {
+      const bool recorded =
+          Env::Default()->FileExists(absl::StrCat(out, ".work/stages/", stage, ".json"));
+      if (parts[1] == stage) {
+        EXPECT_EQ(recorded, parts[2] == "after_record") << stage;
+        before = false;
+      } else {
+        EXPECT_EQ(recorded, before) << stage;
+      }
+    }
     // Not published, or published whole: a manifest only after it was renamed into place.
     const bool published = Env::Default()->FileExists(JoinPath(out, std::string(shard::kManifestName)));
     EXPECT_EQ(published, point == "build.pack.after_manifest");

@@ -22,6 +22,9 @@ cd "$(dirname "$0")/.."
 BUILD=${GRIST_ASAN_BUILD_DIR:-build-asan}
 JOBS=${GRIST_JOBS:-$(nproc)}
 SECONDS_EACH=${GRIST_FUZZ_SECONDS:-60}
+# Stage headers show the time since test.sh started (GRIST_TEST_T0), or since this script did.
+export GRIST_TEST_T0=${GRIST_TEST_T0:-$(date +%s)}
+stage() { local t=$(($(date +%s) - GRIST_TEST_T0)); printf '== [%dm%02ds] %s\n' $((t / 60)) $((t % 60)) "$*"; }
 SUITES=(common clean dedup tokenize pack shard release loader ckptio bench labs capi cli)
 LABELS=${GRIST_SANITIZER_LABELS:-$(IFS='|'; echo "${SUITES[*]}")}
 EXCLUDE=${GRIST_SANITIZER_EXCLUDE:-HundredMegabyte|ByteRangeSplitsMatchWholeFileRead|HugeDocumentAndInvalidUtf8|CrashConsistency|DedupMemoryLimit}
@@ -31,7 +34,7 @@ if ! command -v clang++ >/dev/null; then
   exit 1
 fi
 
-echo "== ASan+UBSan build (clang) in $BUILD"
+stage "ASan+UBSan build (clang) in $BUILD"
 # With the test hooks, which the crash-point tests need (and fail without: GRIST_REQUIRE_TEST_HOOKS).
 export GRIST_REQUIRE_TEST_HOOKS=1
 CC=clang CXX=clang++ CXXFLAGS="-fno-sanitize-recover=all" cmake -S . -B "$BUILD" -G Ninja \
@@ -56,7 +59,7 @@ for t in $not_built; do
   fi
 done
 
-echo "== ctest -L '$LABELS' under ASan+UBSan"
+stage "ctest -L '$LABELS' under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$BUILD" && GRIST_CORPUS_DIR=/nonexistent ctest --output-on-failure -j "$JOBS" -L "$LABELS" -E "$EXCLUDE" --timeout 600)
@@ -68,7 +71,7 @@ TRUSTED=(fuzz_config fuzz_release_manifest fuzz_ckpt_manifest fuzz_safetensors f
          fuzz_dedup_files)
 TRUSTED_SECONDS=${GRIST_FUZZ_TRUSTED_SECONDS:-20}
 cmake --build "$BUILD" -j "$JOBS" --target "${TRUSTED[@]}"
-echo "== libFuzzer, ${SECONDS_EACH}s per target"
+stage "libFuzzer, ${SECONDS_EACH}s per target"
 SEEDS=$(mktemp -d)
 trap 'rm -rf "$SEEDS"' EXIT
 mkdir -p "$SEEDS/records" "$SEEDS/cleaner"
@@ -117,7 +120,7 @@ for f in "${TRUSTED[@]}"; do
 done
 # ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
 if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
-  echo "== ThreadSanitizer: loader and checkpoint writer"
+  stage "ThreadSanitizer: loader and checkpoint writer"
   scripts/tsan.sh loader ckptio
 fi
 echo "test_extra: sanitizers and fuzzers passed"

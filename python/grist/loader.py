@@ -466,10 +466,11 @@ class Loader:
         check(lib.grist_loader_set_weights(self._h(), arr, len(weights)))
         self.blend = [(w, p) for w, (_, p) in zip(weights, self.blend)]
 
-    def as_dataset(self):
-        """An IterableDataset over this loader (grist.data.Dataset): same order, same state."""
+    def as_dataset(self, hf=False):
+        """An IterableDataset over this loader (grist.data.Dataset): same order, same state; with
+        hf=True its items are a transformers causal LM's arguments (grist.data.hf_batch)."""
         from grist.data import Dataset
-        return Dataset(self)
+        return Dataset(self, hf=hf)
 
     def state_dict(self):
         """The position of the next batch, as a small dict of str/int (torch.save-able; a blend's

@@ -90,8 +90,9 @@ struct DedupOptions {
   // unless keep_work.
   std::string work_dir;
   bool keep_work = false;
-  // Input split size (at most memory_limit / 16, at least 64 KB, after Resolved()). Outputs do not
-  // depend on it.
+  // The largest input split (capped at memory_limit / 32, at least 64 KB, by Resolved()); inputs
+  // are cut finer, into about kSplitsPerTask splits in all (common/input_plan.h), when that is
+  // smaller. Outputs do not depend on it.
   uint64_t split_bytes = 16ull << 20;
   InputOptions input;
   OutputOptions output;

@@ -47,7 +47,12 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
   c.work = options.work_dir.empty() ? JoinPath(output_dir, ".dedup-work") : options.work_dir;
   ASSIGN_OR_RETURN(c.files, ListInputs(env, inputs));
   c.pool = std::make_unique<ThreadPool>(run.threads);
-  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, c.opt.split_bytes, c.pool.get(), c.opt.input));
+  // About kSplitsPerTask splits over the whole input (split_bytes at most), so that a corpus of a
+  // few part files still keeps every thread busy. Planned for one task whatever run.tasks is: the
+  // stages that run as one task (merge, report) must plan the same splits as the arrays, since
+  // document keys and the work files' fingerprint are made from them.
+  ASSIGN_OR_RETURN(c.splits, PlanSplits(env, c.files, BalancedSplitBytes(c.files, c.opt.split_bytes, 1),
+                                        c.pool.get(), c.opt.input));
   if (c.splits.size() >= (uint64_t{1} << (64 - format::kOrdinalBits))) {
     return absl::InvalidArgumentError("dedup: too many input splits");
   }

@@ -5,7 +5,49 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace grist::ckptio::internal {
+
+namespace {
+
+// A chunk's copy with non-temporal stores: the staging arena is written once and then read by the
+// disk's DMA, not by this CPU, so cached stores would only read every destination line first
+// (read-for-ownership) and evict the caches. memcpy streams only above glibc's threshold (a large
+// fraction of the last-level cache), far above the 1-8 MiB chunks: on the 16-core H200 host the
+// chunked snapshot ran at 44-50 GB/s against 57-63 GB/s for a memcpy of 256 MiB per thread.
+// The sfence orders the streamed stores before the caller publishes the chunk as done.
+void StreamCopy(char* dst, const char* src, uint64_t len) {
+#if defined(__SSE2__)
+  constexpr uint64_t kMin = 64 << 10;  // below this a plain memcpy is as fast
+  if (len >= kMin) {
+    const uint64_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+    std::memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    len -= head;
+    const uint64_t body = len & ~uint64_t{63};
+    for (uint64_t i = 0; i < body; i += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    _mm_sfence();
+    std::memcpy(dst + body, src + body, len - body);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, len);
+}
+
+}  // namespace
 
 struct CopyPool::Batch {
   struct Chunk {
@@ -65,7 +107,7 @@ void CopyPool::Work(Batch* b) {
     const size_t i = b->next.fetch_add(1, std::memory_order_relaxed);
     if (i >= n) return;
     const Batch::Chunk& c = b->chunks[i];
-    if (c.len > 0) std::memcpy(c.dst, c.src, c.len);
+    if (c.len > 0) StreamCopy(c.dst, c.src, c.len);
     b->done[i].store(1, std::memory_order_release);
     if (b->progress == nullptr) continue;
     std::lock_guard<std::mutex> l(b->progress_mu);

@@ -130,10 +130,122 @@ void CountTable::Reset(size_t n) {
   }
 }
 
+namespace {
+
+// The n-gram rules of Gopher repetition over st.words, as datatrove defines them: for n = 2..4 the
+// most frequent n-gram (ties: the first seen), for n = 5..10 the characters of duplicated n-grams
+// found left to right, skipping past each duplicate. N-grams are identified by a polynomial hash of
+// their words' hashes, one table operation per n-gram looked at.
+//
+// Only repeated n-grams matter, and an (n+1)-gram can repeat only where the n-grams at i and i + 1
+// both repeat. So level 2 counts every 2-gram, and each level n + 1 counts only the positions whose
+// n-grams at i and i + 1 repeat (in news text a few percent): the others occur once, which is all
+// the rules need to know of them. The decisions are those of counting every n-gram at every level
+// (FiltersTest.GopherNGramsMatchTheDirectCount checks this on crafted repetitive text).
+const char* GopherNGrams(const GopherRepetitionOptions& o, const TextStats& st, double len,
+                         FilterScratch* sc) {
+  const std::vector<WordInfo>& w = st.words;
+  const size_t nw = w.size();
+  int max_n = 0;  // the largest n with a rule on
+  for (int n = 2; n <= 4; ++n) {
+    if (o.top_n_gram[n - 2] > 0) max_n = n;
+  }
+  for (int n = 5; n <= 10; ++n) {
+    if (o.dup_n_gram[n - 5] > 0) max_n = n;
+  }
+  if (max_n < 2 || nw < 2) return nullptr;
+  CountTable* table = &sc->table;
+  // gram[i]: the hash of the n-gram at i, for i a candidate of level n (then sum over k < n of
+  // w[i + k].hash * kP^(n - 1 - k), built one word per level).
+  std::vector<uint64_t>& gram = sc->grams;
+  std::vector<uint32_t>& cand = sc->candidates;
+  std::vector<CountTable::Slot*>& slots = sc->slots;
+  // level[i]: the largest n such that the n-gram at i occurs more than once (0: none so far).
+  std::vector<uint8_t>& level = sc->levels;
+  constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
+  gram.resize(nw);
+  level.assign(nw + 1, 0);
+  cand.clear();
+  for (size_t i = 0; i + 1 < nw; ++i) {
+    gram[i] = w[i].hash * kP + w[i + 1].hash;
+    cand.push_back(static_cast<uint32_t>(i));
+  }
+  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
+  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
+                               "duplicated_7_n_grams", "duplicated_8_n_grams",
+                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
+  for (int n = 2; n <= max_n; ++n) {
+    if (n > 2) {
+      // The candidates of level n: both (n-1)-grams repeat, and an n-gram fits.
+      size_t out = 0;
+      for (uint32_t i : cand) {
+        if (i + static_cast<size_t>(n) <= nw && level[i] >= n - 1 && level[i + 1] >= n - 1) {
+          gram[i] = gram[i] * kP + w[i + n - 1].hash;
+          cand[out++] = i;
+        }
+      }
+      cand.resize(out);
+    }
+    // Count the candidates' n-grams.
+    table->Reset(cand.size());
+    slots.resize(cand.size());
+    uint32_t best_count = 1, best_first = 0;  // every n-gram once: the first one
+    for (size_t k = 0; k < cand.size(); ++k) {
+      CountTable::Slot* s = table->Find(gram[cand[k]], cand[k]);
+      s->Increment();
+      slots[k] = s;
+      const uint32_t c = s->count();
+      if (c > best_count || (c == best_count && c > 1 && s->first < best_first)) {
+        best_count = c;
+        best_first = s->first;
+      }
+    }
+    bool any = false;
+    for (size_t k = 0; k < cand.size(); ++k) {
+      if (slots[k]->count() > 1) {
+        level[cand[k]] = static_cast<uint8_t>(n);
+        any = true;
+      }
+    }
+    if (n <= 4) {
+      const double frac = o.top_n_gram[n - 2];
+      if (frac > 0 && nw >= static_cast<size_t>(n)) {
+        uint64_t best_len = n - 1;  // joined with " "
+        for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
+        if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
+      }
+    } else {
+      const double frac = o.dup_n_gram[n - 5];
+      if (frac > 0 && nw >= static_cast<size_t>(n) && any) {
+        // Left to right: a position whose n-gram occurs once is neither found nor ever looked
+        // up again, so only the repeated ones touch the table.
+        table->Reset(cand.size());
+        uint64_t repeated = 0;
+        size_t idx = 0;
+        for (uint32_t i : cand) {
+          if (i < idx || level[i] < n) continue;
+          auto* s = table->Find(gram[i], i);
+          if (s->count() > 0) {
+            for (int k = 0; k < n; ++k) repeated += w[i + k].cp;  // joined with "" as datatrove
+            idx = i + static_cast<size_t>(n);
+          } else {
+            s->Increment();
+          }
+        }
+        if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
+      }
+    }
+    // No repeated n-gram: none of any larger n either (the top rules up to 4 still apply).
+    if (!any && n >= 4) break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view text,
                              const TextStats& st, FilterScratch* sc) {
   CountTable* table = &sc->table;
-  std::vector<uint64_t>* gram_buf = &sc->grams;
   std::vector<std::pair<uint64_t, uint64_t>>* key_buf = &sc->keys;
   double len = static_cast<double>(st.total_cp);
   if (len == 0) return nullptr;
@@ -203,80 +315,7 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
       return "dup_line_char_frac";
     }
   }
-  const std::vector<WordInfo>& w = st.words;
-  const size_t nw = w.size();
-  // Polynomial rolling hashes of the word hashes: gram[i] identifies words [i, i + n).
-  std::vector<uint64_t>& gram = *gram_buf;
-  auto fill_grams = [&](int n) {
-    constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
-    uint64_t pn = 1;
-    for (int k = 1; k < n; ++k) pn *= kP;
-    size_t count = nw - n + 1;
-    gram.resize(count);
-    uint64_t h = 0;
-    for (int k = 0; k < n; ++k) h = h * kP + w[k].hash;
-    gram[0] = h;
-    for (size_t i = 1; i < count; ++i) {
-      h = (h - w[i - 1].hash * pn) * kP + w[i + n - 1].hash;
-      gram[i] = h;
-    }
-  };
-  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
-  // A repeated (n+1)-gram contains a repeated n-gram: once every n-gram is unique, so is every
-  // longer one (its top count is 1, at its first position) and no n-gram is duplicated.
-  bool all_unique = false;
-  for (int n = 2; n <= 4; ++n) {
-    double frac = o.top_n_gram[n - 2];
-    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    uint32_t best_count = 1, best_first = 0;
-    if (!all_unique) {
-      fill_grams(n);
-      size_t count = gram.size();
-      table->Reset(count);
-      best_count = 0;
-      for (size_t i = 0; i < count; ++i) {
-        auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
-        s->Increment();
-        uint32_t c = s->count();
-        if (c > best_count || (c == best_count && s->first < best_first)) {
-          best_count = c;
-          best_first = s->first;
-        }
-      }
-      all_unique = best_count == 1;
-    }
-    uint64_t best_len = n - 1;  // joined with " "
-    for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
-    if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
-  }
-  bool no_dups_below = all_unique;
-  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
-                               "duplicated_7_n_grams", "duplicated_8_n_grams",
-                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
-  // A duplicated (n+1)-gram contains a duplicated n-gram: once some n finds no duplicate at all,
-  // no larger n can, and those passes are skipped.
-  for (int n = 5; n <= 10; ++n) {
-    double frac = o.dup_n_gram[n - 5];
-    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    if (no_dups_below) break;
-    fill_grams(n);
-    table->Reset(gram.size());
-    uint64_t repeated = 0;
-    size_t idx = 0;
-    while (idx + n <= nw) {
-      auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
-      if (s->count() > 0) {
-        for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
-        idx += n;
-      } else {
-        s->Increment();
-        idx += 1;
-      }
-    }
-    if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
-    no_dups_below = repeated == 0;
-  }
-  return nullptr;
+  return GopherNGrams(o, st, len, sc);
 }
 
 const char* GopherQuality(const GopherQualityOptions& o, std::string_view text,

@@ -72,7 +72,10 @@ struct KeptLine {
 // Buffers the filters reuse across documents.
 struct FilterScratch {
   std::vector<KeptLine> kept;
-  std::vector<uint64_t> grams;
+  std::vector<uint64_t> grams;        // Gopher repetition's n-gram hashes
+  std::vector<uint32_t> candidates;   // its positions still counted at the current n
+  std::vector<CountTable::Slot*> slots;
+  std::vector<uint8_t> levels;
   std::vector<std::pair<uint64_t, uint64_t>> keys;
   std::string lower;
   std::string edited;  // C4's edited text

@@ -297,6 +297,105 @@ inline WordInfo SingleAscii(uint8_t c, const StopMatcher& stop) {
   return w;
 }
 
+// Appends the words of an ASCII letter run [p, p + n) that is not a contraction, and of digits.
+inline void AddLetters(const uint8_t* p, size_t n, const StopMatcher& stop,
+                       std::vector<WordInfo>* words) {
+  WordInfo& w = words->emplace_back();
+  w.hash = TokenHash(p, n);
+  w.cp = static_cast<uint32_t>(n);
+  w.has_alpha = true;
+  w.stop = stop.Match(p, n);
+}
+
+inline bool SpecialWhole(const uint8_t* p, size_t n) {
+  return IsSpecialWhole(std::string_view(reinterpret_cast<const char*>(p), n));
+}
+
+// The length of the UTF-8 sequence that lead byte `c` starts (0 for a continuation byte).
+inline int Utf8Length(uint8_t c) {
+  return c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+}
+inline bool AsciiLetter(uint8_t c) { return kAscii.cls[c] == kAlpha; }
+inline bool AsciiDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+inline bool Mark(uint8_t c) { return c == ',' || c == ';' || c == ':' || c == '!' || c == '?'; }
+
+// The less common chunk shapes that spaCy still splits by simple rules, all ASCII: a core, with an
+// opening '"' or '(' before it and a closing '"' or ')' after it (each its own token). Cores:
+// letters ("Obama") or letter runs joined by single hyphens ("well-known": the hyphens are
+// infixes), then one of , ; : ! ? or a period after a lower-case letter; letters then "'s"
+// ("Obama's"); digit runs joined by single , . or : ("1,000", "3.5", "10:30": one token), then
+// "%" (a unit), then one of , ; : ! ? . Chunks whose pieces hit a special case of spaCy ("8)",
+// "(co.)", "dont,") are left to SplitChunk. Returns false (nothing appended) for other chunks.
+// One code point alone is one token. TextStatsTest holds this to SplitChunk.
+bool AddCommonChunk(const uint8_t* t, size_t n, const StopMatcher& stop,
+                    std::vector<WordInfo>* words) {
+  if (n <= 4 && (t[0] < 0x80 ? n == 1 : n == static_cast<size_t>(Utf8Length(t[0])))) {
+    words->push_back(n == 1 ? SingleAscii(t[0], stop) : TokenInfo(t, n, stop));
+    return true;
+  }
+  size_t b = 0, e = n;
+  if (t[0] == '"' || t[0] == '(') b = 1;
+  if (e - b >= 2 && (t[e - 1] == '"' || t[e - 1] == ')')) --e;
+  const uint8_t* c = t + b;
+  const size_t m = e - b;
+  if (m == 0) return false;
+  if (SpecialWhole(t, n) || SpecialWhole(c, m) || (b > 0 && SpecialWhole(c, n - b)) ||
+      (e < n && SpecialWhole(t, e))) {
+    return false;
+  }
+  const size_t before = words->size();
+  auto give_up = [&] {
+    words->resize(before);
+    return false;
+  };
+  if (b > 0) words->push_back(SingleAscii(t[0], stop));
+  size_t j = 0;
+  if (AsciiLetter(c[0])) {
+    size_t pieces = 0;
+    while (true) {
+      const size_t start = j;
+      while (j < m && AsciiLetter(c[j])) ++j;
+      if (pieces++ > 0) words->push_back(SingleAscii('-', stop));
+      AddLetters(c + start, j - start, stop, words);
+      if (j + 1 < m && c[j] == '-' && AsciiLetter(c[j + 1])) {
+        ++j;
+        continue;
+      }
+      break;
+    }
+    // A lone word may be a contraction that spaCy splits ("dont"); pieces between hyphens are
+    // not looked up.
+    if (pieces == 1 && IsLetterSpecial(c, j)) return give_up();
+    const size_t rest = m - j;
+    if (rest == 1 && (Mark(c[j]) || (c[j] == '.' && j >= 2 && c[j - 1] >= 'a' && c[j - 1] <= 'z'))) {
+      words->push_back(SingleAscii(c[j], stop));
+    } else if (rest == 2 && pieces == 1 && c[j] == '\'' && c[j + 1] == 's') {
+      words->push_back(TokenInfo(c + j, 2, stop));
+    } else if (rest != 0) {
+      return give_up();
+    }
+  } else if (AsciiDigit(c[0])) {
+    while (j < m && AsciiDigit(c[j])) ++j;
+    while (j + 1 < m && (c[j] == ',' || c[j] == '.' || c[j] == ':') && AsciiDigit(c[j + 1])) {
+      ++j;
+      while (j < m && AsciiDigit(c[j])) ++j;
+    }
+    WordInfo& w = words->emplace_back();
+    w.hash = TokenHash(c, j);
+    w.cp = static_cast<uint32_t>(j);
+    w.stop = stop.Match(c, j);
+    if (j < m && c[j] == '%') words->push_back(SingleAscii(c[j++], stop));
+    if (j + 1 == m && (Mark(c[j]) || c[j] == '.')) {
+      words->push_back(SingleAscii(c[j++], stop));
+    }
+    if (j != m) return give_up();
+  } else {
+    return give_up();
+  }
+  if (e < n) words->push_back(SingleAscii(t[e], stop));
+  return true;
+}
+
 void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
                  std::vector<WordInfo>* words, SplitScratch* scratch,
                  std::vector<TokenSpan>* spans) {
@@ -370,6 +469,7 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
       if (word_len < n) words->push_back(SingleAscii(t[word_len], stop));
       continue;
     }
+    if (AddCommonChunk(t, n, stop, words)) continue;
     spans->clear();
     SplitChunk(std::string_view(reinterpret_cast<const char*>(t), n), scratch, spans);
     for (const TokenSpan& s : *spans) words->push_back(TokenInfo(t + s.begin, s.end - s.begin, stop));

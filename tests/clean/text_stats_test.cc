@@ -63,7 +63,16 @@ TEST(TextStatsTest, FastPathsMatchTheDefinitionOnKnownChunks) {
       "(word)", "\"word\"", "word\"", "'word'", "word's", "well-known", "http://x.org", "a@b.co",
       "caf\xC3\xA9", "caf\xC3\xA9.", "na\xC3\xAFve,", "word\xE2\x80\x99s", "\xE2\x80\x9Cword\xE2\x80\x9D",
       "x,y", "#tag", "--", "verylongstopword", "verylongstopword.", "abcdefgh", "abcdefghi,",
-      "ABCDEFGH.", "aB.", "ab1.", "1a.", "12,", "1.", "0."};
+      "ABCDEFGH.", "aB.", "ab1.", "1a.", "12,", "1.", "0.",
+      // the less common shapes (AddCommonChunk) and their edges
+      "\"The", "(The", "\"word\"", "(AP)", "(AP).", "word)", "word.\"", "word,\"", "word\".",
+      "\"dont", "(dont)", "dont's", "it's", "It's", "IT'S", "\"it's", "Obama's", "Obama's\"",
+      "Obama'S", "s's", "'s", "x's,", "well-known", "well-known,", "well-known.", "Anti-US.",
+      "a-b-c", "a--b", "-a", "a-", "dont-stop", "\"well-known\"", "e-mail", "1,000", "1,000,",
+      "3.5", "3.5.", "10:30", "10:30,", "1.2.3", "50%", "50%.", "50%,", "\"50%,\"", "1.5%", "0.0",
+      "(0.0)", "8)", "(8)", "(8", "8-)", "\"a.", "a.\"", "(co.)", "\"Inc.\"", "(Mr.", "xD)",
+      "(xD", "\"\"", "()", "(", ")", "\"", "-", "\xE2\x80\x94", "\xC3\xA9", "\xE2\x80\x99",
+      "\xF0\x9F\x98\x80", "(\xC3\xA9)", "10am", "5pm)", "(5", "5)", "1,a", "a,1", "a'b", "a's's"};
   TextStats st;
   std::string all;
   for (const char* c : chunks) {
@@ -80,7 +89,8 @@ TEST(TextStatsTest, FastPathsMatchTheDefinitionOnRandomChunks) {
   const char* pieces[] = {"a", "b", "e", "o", "s", "t", "n", "d", "m", "A", "B", "I", "Z", "0", "1",
                           "9", ".", ",", ";", ":", "!", "?", "'", "\"", "(", ")", "-", "/", "#",
                           "\xC3\xA9", "\xE2\x80\x99", "\xE2\x80\xA6", "dont", "im", "its", "co",
-                          "the", "2005", "cannot", "Mr", "etc", "well"};
+                          "the", "2005", "cannot", "Mr", "etc", "well", "'s", "%", "\xE2\x80\x94",
+                          "xD", "am", "pm", "Inc"};
   Rng rng(2026);
   TextStats st;
   for (int doc = 0; doc < 2000; ++doc) {

@@ -25,6 +25,20 @@ inline std::string_view StripAscii(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+// The first "\n\n" in hay at or after `from`: memchr for the newline (a few per paragraph),
+// glibc's two-byte memmem being a byte-by-byte loop.
+inline size_t FindBlankLine(std::string_view hay, size_t from) {
+  const char* p = hay.data() + std::min(from, hay.size());
+  const char* end = hay.data() + hay.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr || nl + 1 >= end) break;
+    if (nl[1] == '\n') return static_cast<size_t>(nl - hay.data());
+    p = nl + 2;  // nl[1] is no newline: no "\n\n" starts there
+  }
+  return std::string_view::npos;
+}
+
 // glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
 inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
   if (from > hay.size()) return std::string_view::npos;
@@ -122,12 +136,15 @@ void CountTable::Reset(size_t n) {
   if (slots_.size() < want) {
     slots_.assign(want, Slot{0, 0, 0});
     gen_ = 0;
+    used_ = 0;
   }
   mask_ = want - 1;
-  if (++gen_ == 256) {
-    std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0});
+  if (++gen_ == 256) {  // only the slots used since the last clear can hold a stamp
+    std::fill(slots_.begin(), slots_.begin() + static_cast<ptrdiff_t>(used_), Slot{0, 0, 0});
     gen_ = 1;
+    used_ = 0;
   }
+  used_ = std::max(used_, want);
 }
 
 namespace {
@@ -155,58 +172,66 @@ const char* GopherNGrams(const GopherRepetitionOptions& o, const TextStats& st, 
   }
   if (max_n < 2 || nw < 2) return nullptr;
   CountTable* table = &sc->table;
-  // gram[i]: the hash of the n-gram at i, for i a candidate of level n (then sum over k < n of
+  // gram[i]: the hash of the n-gram at i, for i a position of level n (then the sum over k < n of
   // w[i + k].hash * kP^(n - 1 - k), built one word per level).
   std::vector<uint64_t>& gram = sc->grams;
-  std::vector<uint32_t>& cand = sc->candidates;
-  std::vector<CountTable::Slot*>& slots = sc->slots;
+  std::vector<uint32_t>& cand = sc->candidates;  // the positions of level n > 2
   // level[i]: the largest n such that the n-gram at i occurs more than once (0: none so far).
   std::vector<uint8_t>& level = sc->levels;
   constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
   gram.resize(nw);
   level.assign(nw + 1, 0);
-  cand.clear();
-  for (size_t i = 0; i + 1 < nw; ++i) {
-    gram[i] = w[i].hash * kP + w[i + 1].hash;
-    cand.push_back(static_cast<uint32_t>(i));
-  }
   static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
   static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
                                "duplicated_7_n_grams", "duplicated_8_n_grams",
                                "duplicated_9_n_grams", "duplicated_10_n_grams"};
   for (int n = 2; n <= max_n; ++n) {
-    if (n > 2) {
-      // The candidates of level n: both (n-1)-grams repeat, and an n-gram fits.
+    // The positions of level n: every one for n = 2; else those where both (n-1)-grams, at i and
+    // i + 1, repeat, and an n-gram fits.
+    if (n == 3) {
+      cand.resize(nw);
+      size_t out = 0;
+      for (size_t i = 0; i + 3 <= nw; ++i) {
+        cand[out] = static_cast<uint32_t>(i);
+        out += (level[i] & level[i + 1]) >= 2;  // both are 0 or 2 here
+      }
+      cand.resize(out);
+    } else if (n > 3) {
       size_t out = 0;
       for (uint32_t i : cand) {
-        if (i + static_cast<size_t>(n) <= nw && level[i] >= n - 1 && level[i + 1] >= n - 1) {
-          gram[i] = gram[i] * kP + w[i + n - 1].hash;
-          cand[out++] = i;
-        }
+        cand[out] = i;
+        out += i + static_cast<size_t>(n) <= nw && level[i] >= n - 1 && level[i + 1] >= n - 1;
       }
       cand.resize(out);
     }
-    // Count the candidates' n-grams.
-    table->Reset(cand.size());
-    slots.resize(cand.size());
+    // Count their n-grams; a position whose n-gram is seen again, and the n-gram's first position,
+    // are of level n.
     uint32_t best_count = 1, best_first = 0;  // every n-gram once: the first one
-    for (size_t k = 0; k < cand.size(); ++k) {
-      CountTable::Slot* s = table->Find(gram[cand[k]], cand[k]);
+    auto count = [&](uint32_t i) {
+      CountTable::Slot* s = table->Find(gram[i], i);
       s->Increment();
-      slots[k] = s;
       const uint32_t c = s->count();
-      if (c > best_count || (c == best_count && c > 1 && s->first < best_first)) {
-        best_count = c;
-        best_first = s->first;
+      if (c > 1) {
+        level[i] = static_cast<uint8_t>(n);
+        level[s->first] = static_cast<uint8_t>(n);
+        if (c > best_count || (c == best_count && s->first < best_first)) {
+          best_count = c;
+          best_first = s->first;
+        }
       }
-    }
-    bool any = false;
-    for (size_t k = 0; k < cand.size(); ++k) {
-      if (slots[k]->count() > 1) {
-        level[cand[k]] = static_cast<uint8_t>(n);
-        any = true;
+    };
+    if (n == 2) {
+      table->Reset(nw - 1);
+      for (size_t i = 0; i + 1 < nw; ++i) {
+        gram[i] = w[i].hash * kP + w[i + 1].hash;
+        count(static_cast<uint32_t>(i));
       }
+    } else {
+      for (uint32_t i : cand) gram[i] = gram[i] * kP + w[i + n - 1].hash;
+      table->Reset(cand.size());
+      for (uint32_t i : cand) count(i);
     }
+    const bool any = best_count > 1;
     if (n <= 4) {
       const double frac = o.top_n_gram[n - 2];
       if (frac > 0 && nw >= static_cast<size_t>(n)) {
@@ -257,9 +282,9 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
     // counted only when it is a duplicate, and one paragraph alone has none: no hash needed.
     std::string_view s = StripAscii(text);
     size_t pos = 0;
-    const bool one = Find(s, "\n\n", 0) == std::string_view::npos;
+    const bool one = FindBlankLine(s, 0) == std::string_view::npos;
     while (!one) {
-      size_t brk = Find(s, "\n\n", pos);
+      size_t brk = FindBlankLine(s, pos);
       std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
       keys.emplace_back(Hash64(para), static_cast<uint64_t>(pos) << 32 | para.size());
       if (brk == std::string_view::npos) break;
@@ -281,7 +306,7 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
       std::vector<std::pair<uint64_t, uint64_t>> big;
       pos = 0;
       while (true) {
-        size_t brk = Find(s, "\n\n", pos);
+        size_t brk = FindBlankLine(s, pos);
         std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
         big.emplace_back(Hash64(para), CodePoints(para));
         if (brk == std::string_view::npos) break;
@@ -405,9 +430,14 @@ const char* C4Lines(const C4Options& c4, const std::vector<std::string>& stop_wo
   // Case-insensitive searches on an ASCII-lower-cased copy; hits are mapped to lines.
   sc->line_flags.assign(n_lines, 0);
   sc->lower.resize(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char ch = static_cast<unsigned char>(text[i]);
-    sc->lower[i] = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+  {
+    const unsigned char* __restrict in = reinterpret_cast<const unsigned char*>(text.data());
+    unsigned char* __restrict out = reinterpret_cast<unsigned char*>(sc->lower.data());
+    const size_t size = text.size();
+    for (size_t i = 0; i < size; ++i) {  // one vector loop (restrict: no aliasing)
+      const unsigned char ch = in[i];
+      out[i] = static_cast<unsigned char>(ch + (static_cast<unsigned char>(ch - 'A') < 26 ? 32 : 0));
+    }
   }
   std::string_view low = sc->lower;
   auto line_of = [&](size_t pos) {

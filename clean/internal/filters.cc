@@ -351,28 +351,21 @@ const char* GopherQuality(const GopherQualityOptions& o, std::string_view text,
   // datatrove counts the distinct stop words present (a set intersection), not their occurrences.
   uint64_t seen_mask = 0;
   std::vector<bool> seen_more;
-  for (const WordInfo& x : w) {
-    if (!x.symbol_only) {
-      ++n_non_symbol;
-      non_symbol_cp += x.cp;
-    }
+  for (const WordInfo& x : w) {  // without branches: a stop word is a coin toss
+    n_non_symbol += !x.symbol_only;
+    non_symbol_cp += x.symbol_only ? 0 : x.cp;
     n_alpha += x.has_alpha;
-    if (x.stop != 0) {
-      const uint32_t i = x.stop - 1;
-      if (i < 64) {
-        if (!(seen_mask >> i & 1)) {
-          seen_mask |= 1ull << i;
-          ++n_stop;
-        }
-      } else {
-        if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
-        if (!seen_more[i - 64]) {
-          seen_more[i - 64] = true;
-          ++n_stop;
-        }
+    const uint32_t i = x.stop - 1;  // UINT32_MAX for none
+    seen_mask |= i < 64 ? uint64_t{1} << i : 0;
+    if (i != UINT32_MAX && i >= 64) [[unlikely]] {
+      if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
+      if (!seen_more[i - 64]) {
+        seen_more[i - 64] = true;
+        ++n_stop;
       }
     }
   }
+  n_stop += static_cast<uint64_t>(__builtin_popcountll(seen_mask));
   if (o.min_doc_words > 0 && n_non_symbol < static_cast<uint64_t>(o.min_doc_words)) {
     return "gopher_short_doc";
   }

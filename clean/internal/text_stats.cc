@@ -223,8 +223,8 @@ const LetterSpecialTable& LetterSpecials() {
   return *v;
 }
 
-// [p, p + n): ASCII letters.
-bool IsLetterSpecial(const uint8_t* p, size_t n) {
+// [p, p + n): ASCII letters. `specials`: LetterSpecials(), fetched once per document.
+inline bool IsLetterSpecial(const LetterSpecialTable& specials, const uint8_t* p, size_t n) {
   if (n < 2 || n > 8) return false;
   uint64_t x = 0;
   if (n == 8) {
@@ -238,7 +238,7 @@ bool IsLetterSpecial(const uint8_t* p, size_t n) {
     for (size_t i = 0; i < n; ++i) x |= static_cast<uint64_t>(p[i]) << (8 * i);
   }
   x |= 0x2020202020202020ull >> (8 * (8 - n));  // lower case
-  return LetterSpecials().Contains(x);
+  return specials.Contains(x);
 }
 
 // Properties of one token [p, p + n).
@@ -328,7 +328,7 @@ inline bool Mark(uint8_t c) { return c == ',' || c == ';' || c == ':' || c == '!
 // "(co.)", "dont,") are left to SplitChunk. Returns false (nothing appended) for other chunks.
 // One code point alone is one token. TextStatsTest holds this to SplitChunk.
 bool AddCommonChunk(const uint8_t* t, size_t n, const StopMatcher& stop,
-                    std::vector<WordInfo>* words) {
+                    const LetterSpecialTable& specials, std::vector<WordInfo>* words) {
   if (n <= 4 && (t[0] < 0x80 ? n == 1 : n == static_cast<size_t>(Utf8Length(t[0])))) {
     words->push_back(n == 1 ? SingleAscii(t[0], stop) : TokenInfo(t, n, stop));
     return true;
@@ -365,7 +365,7 @@ bool AddCommonChunk(const uint8_t* t, size_t n, const StopMatcher& stop,
     }
     // A lone word may be a contraction that spaCy splits ("dont"); pieces between hyphens are
     // not looked up.
-    if (pieces == 1 && IsLetterSpecial(c, j)) return give_up();
+    if (pieces == 1 && IsLetterSpecial(specials, c, j)) return give_up();
     const size_t rest = m - j;
     if (rest == 1 && (Mark(c[j]) || (c[j] == '.' && j >= 2 && c[j - 1] >= 'a' && c[j - 1] <= 'z'))) {
       words->push_back(SingleAscii(c[j], stop));
@@ -397,6 +397,7 @@ bool AddCommonChunk(const uint8_t* t, size_t n, const StopMatcher& stop,
 }
 
 void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
+                 const LetterSpecialTable& specials,
                  std::vector<WordInfo>* words, SplitScratch* scratch,
                  std::vector<TokenSpan>* spans) {
   const uint8_t* p = base + line->begin;
@@ -460,7 +461,7 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
         word_len = n - 1;
       }
     }
-    if (digits || ((letters || word_len < n) && !IsLetterSpecial(t, word_len))) {
+    if (digits || ((letters || word_len < n) && !IsLetterSpecial(specials, t, word_len))) {
       WordInfo& w = words->emplace_back();
       w.hash = TokenHash(t, word_len);
       w.cp = static_cast<uint32_t>(word_len);
@@ -469,7 +470,7 @@ void AnalyzeLine(const uint8_t* base, LineInfo* line, const StopMatcher& stop,
       if (word_len < n) words->push_back(SingleAscii(t[word_len], stop));
       continue;
     }
-    if (AddCommonChunk(t, n, stop, words)) continue;
+    if (AddCommonChunk(t, n, stop, specials, words)) continue;
     spans->clear();
     SplitChunk(std::string_view(reinterpret_cast<const char*>(t), n), scratch, spans);
     for (const TokenSpan& s : *spans) words->push_back(TokenInfo(t + s.begin, s.end - s.begin, stop));
@@ -508,6 +509,7 @@ void Analyze(std::string_view text, const std::vector<std::string>& stop_words, 
   st->total_cp = 0;
   st->ends_with_newline = !text.empty() && text.back() == '\n';
   StopMatcher stop(stop_words);
+  const LetterSpecialTable& specials = LetterSpecials();
   const uint8_t* base = reinterpret_cast<const uint8_t*>(text.data());
   size_t pos = 0;
   uint64_t total = 0;
@@ -517,7 +519,7 @@ void Analyze(std::string_view text, const std::vector<std::string>& stop_words, 
     LineInfo line;
     line.begin = pos;
     line.end = e;
-    AnalyzeLine(base, &line, stop, &st->words, &st->split_scratch, &st->spans);
+    AnalyzeLine(base, &line, stop, specials, &st->words, &st->split_scratch, &st->spans);
     total += line.cp;
     st->lines.push_back(line);
     if (!nl) break;

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -13,24 +14,37 @@
 
 namespace grist {
 
+void AppendRecord(std::string* out, const Document& doc, std::string_view extra_json) {
+  out->reserve(out->size() + doc.text.size() + doc.metadata.size() + doc.source.size() + 64 +
+               extra_json.size());
+  out->append("{\"text\":");
+  AppendJsonString(out, doc.text);
+  out->append(",\"meta\":");
+  out->append(doc.metadata.empty() ? std::string_view("{}") : std::string_view(doc.metadata));
+  out->append(",\"grist\":{\"src\":");
+  AppendJsonString(out, doc.source);
+  out->append(",\"line\":");
+  char digits[24];
+  const auto r = std::to_chars(digits, digits + sizeof(digits), doc.line);
+  out->append(digits, r.ptr);
+  out->push_back('}');
+  if (!extra_json.empty()) {
+    out->push_back(',');
+    out->append(extra_json);
+  }
+  out->push_back('}');
+}
+
 std::string SerializeRecord(const Document& doc, std::string_view extra_json) {
   std::string out;
-  out.reserve(doc.text.size() + doc.metadata.size() + doc.source.size() + 64 + extra_json.size());
-  out.append("{\"text\":");
-  AppendJsonString(&out, doc.text);
-  out.append(",\"meta\":");
-  out.append(doc.metadata.empty() ? std::string_view("{}") : std::string_view(doc.metadata));
-  out.append(",\"grist\":{\"src\":");
-  AppendJsonString(&out, doc.source);
-  out.append(",\"line\":");
-  out.append(std::to_string(doc.line));
-  out.push_back('}');
-  if (!extra_json.empty()) {
-    out.push_back(',');
-    out.append(extra_json);
-  }
-  out.push_back('}');
+  AppendRecord(&out, doc, extra_json);
   return out;
+}
+
+void RecordBatch::Add(const Document& doc, std::string_view extra_json) {
+  AppendRecord(&bytes_, doc, extra_json);
+  bytes_.push_back('\n');
+  ends_.push_back(bytes_.size());
 }
 
 namespace {
@@ -65,6 +79,47 @@ class ZstdRecordWriter : public RecordWriter {
     ++records_;
     if (part_raw_ >= opts_.part_bytes) return EndPart();
     if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
+    return absl::OkStatus();
+  }
+
+  absl::Status AppendBatch(const RecordBatch& batch) override {
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    const std::string_view all = batch.bytes();
+    const std::vector<uint64_t>& ends = batch.ends();
+    size_t k = 0;
+    uint64_t start = 0;  // the first byte not yet compressed
+    while (k < ends.size()) {
+      if (!file_) RETURN_IF_ERROR(StartPart());
+      // The records up to the one that ends the frame or the part (as AppendSerialized decides).
+      size_t j = k;
+      uint64_t end = start;
+      bool end_part = false, end_frame = false;
+      while (j < ends.size()) {
+        const uint64_t size = ends[j] - end;
+        end = ends[j++];
+        part_raw_ += size;
+        frame_raw_ += size;
+        if (part_raw_ >= opts_.part_bytes) {
+          end_part = true;
+          break;
+        }
+        if (frame_raw_ >= opts_.frame_bytes) {
+          end_frame = true;
+          break;
+        }
+      }
+      RETURN_IF_ERROR(Compress(all.substr(start, end - start), ZSTD_e_continue));
+      part_records_ += j - k;
+      frame_records_ += j - k;
+      records_ += j - k;
+      k = j;
+      start = end;
+      if (end_part) {
+        RETURN_IF_ERROR(EndPart());
+      } else if (end_frame) {
+        RETURN_IF_ERROR(EndFrame());
+      }
+    }
     return absl::OkStatus();
   }
 

@@ -36,6 +36,27 @@ struct PartInfo {
   uint64_t bytes = 0;  // compressed size on disk
 };
 
+// Records serialized ahead of a RecordWriter, e.g. by worker threads while one thread writes them:
+// the lines Append would write, one after another in one buffer. Clear() keeps the capacity, so a
+// batch reused from split to split allocates nothing once grown. Not thread-safe.
+class RecordBatch {
+ public:
+  void Add(const Document& doc, std::string_view extra_json = {});
+  void Clear() {
+    bytes_.clear();
+    ends_.clear();
+  }
+  size_t size() const { return ends_.size(); }
+  bool empty() const { return ends_.empty(); }
+  // The lines, each ending in '\n', and where each ends in bytes() (the offset after its '\n').
+  std::string_view bytes() const { return bytes_; }
+  const std::vector<uint64_t>& ends() const { return ends_; }
+
+ private:
+  std::string bytes_;
+  std::vector<uint64_t> ends_;
+};
+
 // Writes documents as grist document records into `dir`/`prefix`-NNNNN.jsonl.zst parts. Each part
 // is written under a temporary name, synced and renamed when complete; Finish() syncs the directory.
 // Durability: a part is complete on disk once renamed; a writer destroyed before Finish() removes its
@@ -55,6 +76,9 @@ class RecordWriter {
   // threads do the JSON escaping, so the single writer only compresses; the bytes written are the
   // same as Append's.
   virtual absl::Status AppendSerialized(std::string_view record) = 0;
+  // Appends the records of `batch` in order: the same bytes as Append of each, compressed in runs
+  // up to the next frame end rather than record by record.
+  virtual absl::Status AppendBatch(const RecordBatch& batch) = 0;
   // Completes the last part and returns all parts written. No Append after Finish.
   virtual absl::StatusOr<std::vector<PartInfo>> Finish() = 0;
   virtual uint64_t records() const = 0;
@@ -62,6 +86,8 @@ class RecordWriter {
 
 // Serializes one record line (without the trailing newline), as RecordWriter writes it. Thread-safe.
 std::string SerializeRecord(const Document& doc, std::string_view extra_json = {});
+// The same, appended to *out.
+void AppendRecord(std::string* out, const Document& doc, std::string_view extra_json = {});
 
 }  // namespace grist
 

@@ -62,8 +62,15 @@ class ZstdRecordWriter : public RecordWriter {
     ZSTD_freeCCtx(cctx_);
   }
 
+  // Serialized into a buffer kept from record to record (no allocation per record once grown; one
+  // grown past 16 MB by a huge document is given back), compressed with its newline in one call.
   absl::Status Append(const Document& doc, std::string_view extra_json) override {
-    return AppendSerialized(SerializeRecord(doc, extra_json));
+    line_.clear();
+    AppendRecord(&line_, doc, extra_json);
+    line_.push_back('\n');
+    absl::Status s = AppendLine(line_);
+    if (line_.capacity() > (size_t{16} << 20)) std::string().swap(line_);
+    return s;
   }
 
   absl::Status AppendSerialized(std::string_view record) override {
@@ -71,15 +78,7 @@ class ZstdRecordWriter : public RecordWriter {
     if (!file_) RETURN_IF_ERROR(StartPart());
     RETURN_IF_ERROR(Compress(record, ZSTD_e_continue));
     RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
-    const uint64_t size = record.size() + 1;
-    part_raw_ += size;
-    frame_raw_ += size;
-    ++part_records_;
-    ++frame_records_;
-    ++records_;
-    if (part_raw_ >= opts_.part_bytes) return EndPart();
-    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
-    return absl::OkStatus();
+    return Appended(record.size() + 1);
   }
 
   absl::Status AppendBatch(const RecordBatch& batch) override {
@@ -134,6 +133,27 @@ class ZstdRecordWriter : public RecordWriter {
   uint64_t records() const override { return records_; }
 
  private:
+  // One record line, its newline included.
+  absl::Status AppendLine(std::string_view line) {
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    if (!file_) RETURN_IF_ERROR(StartPart());
+    RETURN_IF_ERROR(Compress(line, ZSTD_e_continue));
+    return Appended(line.size());
+  }
+
+  // Counts one record of `size` bytes (newline included) just compressed; ends the part or the
+  // frame when it is full.
+  absl::Status Appended(uint64_t size) {
+    part_raw_ += size;
+    frame_raw_ += size;
+    ++part_records_;
+    ++frame_records_;
+    ++records_;
+    if (part_raw_ >= opts_.part_bytes) return EndPart();
+    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
+    return absl::OkStatus();
+  }
+
   absl::Status StartPart() {
     char num[16];
     std::snprintf(num, sizeof(num), "%05zu", parts_.size());
@@ -195,6 +215,7 @@ class ZstdRecordWriter : public RecordWriter {
   std::vector<char> out_buf_;
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
+  std::string line_;  // Append's record line, reused
   std::vector<PartInfo> parts_;
   uint64_t part_raw_ = 0, part_records_ = 0, part_compressed_ = 0, records_ = 0;
   uint64_t frame_raw_ = 0, frame_records_ = 0, frame_start_ = 0;

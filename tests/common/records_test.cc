@@ -306,7 +306,8 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
 }
 
 // A RecordBatch appended whole writes the same parts, byte for byte, as Append of each of its
-// records: frame and part ends fall after the same records, whatever the batch boundaries.
+// records and as AppendSerialized of each: frame and part ends fall after the same records,
+// whatever the batch boundaries and however the bytes reach zstd.
 TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   std::vector<Document> docs(500);
   for (int i = 0; i < 500; ++i) {
@@ -326,13 +327,17 @@ TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   auto ref_parts = (*ref)->Finish();
   ASSERT_TRUE(ref_parts.ok());
   ASSERT_GT(ref_parts->size(), 2u);
-  for (size_t batch_docs : {1u, 7u, 64u, 500u}) {
+  for (size_t batch_docs : {0u, 1u, 7u, 64u, 500u}) {  // 0: AppendSerialized record by record
     const std::string dir = t.Join("b" + std::to_string(batch_docs));
     auto w = RecordWriter::Open(Env::Default(), dir, "p", o);
     ASSERT_TRUE(w.ok());
     RecordBatch batch;
     ASSERT_TRUE((*w)->AppendBatch(batch).ok());  // an empty batch writes nothing
     for (int i = 0; i < 500; ++i) {
+      if (batch_docs == 0) {
+        ASSERT_TRUE((*w)->AppendSerialized(SerializeRecord(docs[i], extra(i))).ok());
+        continue;
+      }
       batch.Add(docs[i], extra(i));
       if (batch.size() == batch_docs || i == 499) {
         ASSERT_TRUE((*w)->AppendBatch(batch).ok());

@@ -27,16 +27,9 @@ std::string TaskReportName(int task, int tasks) {
 
 namespace {
 
-struct RejectedDoc {
-  Document doc;
-  std::string extra;  // "reasons":[...] (+ "error")
-};
-
 struct SplitResult {
-  std::vector<Document> kept;
-  std::vector<RejectedDoc> rejected;
-  // The records serialized by the worker (kept, then rejected), so the writer thread only compresses.
-  std::vector<std::string> kept_records, rejected_records;
+  // The records, serialized by the worker as it cleans, so the writer thread only compresses.
+  RecordBatch kept, rejected;
   CleanReport partial;  // counts only
   std::optional<FileError> file_error;
   uint64_t bytes_consumed = 0;
@@ -64,18 +57,18 @@ class CleanerPool {
   std::vector<std::unique_ptr<Cleaner>> free_;
 };
 
-std::string ReasonsJson(const std::vector<std::string>& reasons, const std::string& error) {
-  std::string s = "\"reasons\":[";
+// Sets *s to a reject record's extra members: "reasons":[...] (+ "error").
+void ReasonsJson(const std::vector<std::string>& reasons, const std::string& error, std::string* s) {
+  s->assign("\"reasons\":[");
   for (size_t i = 0; i < reasons.size(); ++i) {
-    if (i) s.push_back(',');
-    AppendJsonString(&s, reasons[i]);
+    if (i) s->push_back(',');
+    AppendJsonString(s, reasons[i]);
   }
-  s.push_back(']');
+  s->push_back(']');
   if (!error.empty()) {
-    s += ",\"error\":";
-    AppendJsonString(&s, error);
+    s->append(",\"error\":");
+    AppendJsonString(s, error);
   }
-  return s;
 }
 
 absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const InputSplit& split,
@@ -96,7 +89,8 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
   std::unique_ptr<RecordReader> reader = std::move(*reader_or);
   std::unique_ptr<Cleaner> cleaner = pool->Take();
   CleanResult result;
-  Document doc;
+  Document doc;  // reused: the reader refills every field
+  std::string extra;
   uint64_t last_line = 0;
   absl::Status status;
   while (true) {
@@ -116,9 +110,8 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
       ++rep.counts.docs_rejected;
       rep.bytes_rejected += doc.text.size();
       ++rep.reasons["bad_record"];
-      std::string extra = ReasonsJson({"bad_record"}, doc.error);
-      out.rejected.push_back(RejectedDoc{std::move(doc), std::move(extra)});
-      doc = Document();
+      ReasonsJson({"bad_record"}, doc.error, &extra);
+      out.rejected.Add(doc, extra);
       continue;
     }
     cleaner->Clean(doc.text, &result);
@@ -134,7 +127,7 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
       ++rep.counts.docs_out;
       rep.counts.bytes_out += result.text.size();
       doc.text.swap(result.text);
-      out.kept.push_back(std::move(doc));
+      out.kept.Add(doc);
     } else {
       ++rep.counts.docs_rejected;
       rep.bytes_rejected += doc.text.size();
@@ -143,11 +136,10 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
         ++rep.filter_rejected[result.reason_filters[i]];
       }
       ++rep.first_filter_rejected[result.reason_filters[0]];
-      std::string extra = ReasonsJson(result.reasons, "");
+      ReasonsJson(result.reasons, "", &extra);
       doc.text.swap(result.text);
-      out.rejected.push_back(RejectedDoc{std::move(doc), std::move(extra)});
+      out.rejected.Add(doc, extra);
     }
-    doc = Document();
   }
   out.bytes_consumed = reader->bytes_consumed();
   pool->Give(std::move(cleaner));
@@ -331,23 +323,12 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   absl::Status st = OrderedParallel<SplitResult>(
       &pool, splits.size(), 2 * static_cast<size_t>(pool.size()),
       [&](size_t i) -> absl::StatusOr<SplitResult> {
-        ASSIGN_OR_RETURN(SplitResult r, ProcessSplit(env, files[splits[i].file_index], splits[i],
-                                                     options, &cleaners, &decoders));
-        r.kept_records.reserve(r.kept.size());
-        for (const Document& d : r.kept) r.kept_records.push_back(SerializeRecord(d));
-        r.rejected_records.reserve(r.rejected.size());
-        for (const RejectedDoc& d : r.rejected) {
-          r.rejected_records.push_back(SerializeRecord(d.doc, d.extra));
-        }
-        r.kept.clear();
-        r.rejected.clear();
-        return r;
+        return ProcessSplit(env, files[splits[i].file_index], splits[i], options, &cleaners,
+                            &decoders);
       },
       [&](size_t i, SplitResult&& r) -> absl::Status {
-        for (const std::string& rec : r.kept_records) RETURN_IF_ERROR(kept_writer->AppendSerialized(rec));
-        for (const std::string& rec : r.rejected_records) {
-          RETURN_IF_ERROR(reject_writer->AppendSerialized(rec));
-        }
+        RETURN_IF_ERROR(kept_writer->AppendBatch(r.kept));
+        RETURN_IF_ERROR(reject_writer->AppendBatch(r.rejected));
         Merge(r.partial, &report);
         if (r.file_error) report.file_errors.push_back(std::move(*r.file_error));
         progress.Add(splits[i].bytes);

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -13,24 +14,37 @@
 
 namespace grist {
 
+void AppendRecord(std::string* out, const Document& doc, std::string_view extra_json) {
+  out->reserve(out->size() + doc.text.size() + doc.metadata.size() + doc.source.size() + 64 +
+               extra_json.size());
+  out->append("{\"text\":");
+  AppendJsonString(out, doc.text);
+  out->append(",\"meta\":");
+  out->append(doc.metadata.empty() ? std::string_view("{}") : std::string_view(doc.metadata));
+  out->append(",\"grist\":{\"src\":");
+  AppendJsonString(out, doc.source);
+  out->append(",\"line\":");
+  char digits[24];
+  const auto r = std::to_chars(digits, digits + sizeof(digits), doc.line);
+  out->append(digits, r.ptr);
+  out->push_back('}');
+  if (!extra_json.empty()) {
+    out->push_back(',');
+    out->append(extra_json);
+  }
+  out->push_back('}');
+}
+
 std::string SerializeRecord(const Document& doc, std::string_view extra_json) {
   std::string out;
-  out.reserve(doc.text.size() + doc.metadata.size() + doc.source.size() + 64 + extra_json.size());
-  out.append("{\"text\":");
-  AppendJsonString(&out, doc.text);
-  out.append(",\"meta\":");
-  out.append(doc.metadata.empty() ? std::string_view("{}") : std::string_view(doc.metadata));
-  out.append(",\"grist\":{\"src\":");
-  AppendJsonString(&out, doc.source);
-  out.append(",\"line\":");
-  out.append(std::to_string(doc.line));
-  out.push_back('}');
-  if (!extra_json.empty()) {
-    out.push_back(',');
-    out.append(extra_json);
-  }
-  out.push_back('}');
+  AppendRecord(&out, doc, extra_json);
   return out;
+}
+
+void RecordBatch::Add(const Document& doc, std::string_view extra_json) {
+  AppendRecord(&bytes_, doc, extra_json);
+  bytes_.push_back('\n');
+  ends_.push_back(bytes_.size());
 }
 
 namespace {
@@ -48,8 +62,15 @@ class ZstdRecordWriter : public RecordWriter {
     ZSTD_freeCCtx(cctx_);
   }
 
+  // Serialized into a buffer kept from record to record (no allocation per record once grown; one
+  // grown past 16 MB by a huge document is given back), compressed with its newline in one call.
   absl::Status Append(const Document& doc, std::string_view extra_json) override {
-    return AppendSerialized(SerializeRecord(doc, extra_json));
+    line_.clear();
+    AppendRecord(&line_, doc, extra_json);
+    line_.push_back('\n');
+    absl::Status s = AppendLine(line_);
+    if (line_.capacity() > (size_t{16} << 20)) std::string().swap(line_);
+    return s;
   }
 
   absl::Status AppendSerialized(std::string_view record) override {
@@ -57,14 +78,47 @@ class ZstdRecordWriter : public RecordWriter {
     if (!file_) RETURN_IF_ERROR(StartPart());
     RETURN_IF_ERROR(Compress(record, ZSTD_e_continue));
     RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
-    const uint64_t size = record.size() + 1;
-    part_raw_ += size;
-    frame_raw_ += size;
-    ++part_records_;
-    ++frame_records_;
-    ++records_;
-    if (part_raw_ >= opts_.part_bytes) return EndPart();
-    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
+    return Appended(record.size() + 1);
+  }
+
+  absl::Status AppendBatch(const RecordBatch& batch) override {
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    const std::string_view all = batch.bytes();
+    const std::vector<uint64_t>& ends = batch.ends();
+    size_t k = 0;
+    uint64_t start = 0;  // the first byte not yet compressed
+    while (k < ends.size()) {
+      if (!file_) RETURN_IF_ERROR(StartPart());
+      // The records up to the one that ends the frame or the part (as AppendSerialized decides).
+      size_t j = k;
+      uint64_t end = start;
+      bool end_part = false, end_frame = false;
+      while (j < ends.size()) {
+        const uint64_t size = ends[j] - end;
+        end = ends[j++];
+        part_raw_ += size;
+        frame_raw_ += size;
+        if (part_raw_ >= opts_.part_bytes) {
+          end_part = true;
+          break;
+        }
+        if (frame_raw_ >= opts_.frame_bytes) {
+          end_frame = true;
+          break;
+        }
+      }
+      RETURN_IF_ERROR(Compress(all.substr(start, end - start), ZSTD_e_continue));
+      part_records_ += j - k;
+      frame_records_ += j - k;
+      records_ += j - k;
+      k = j;
+      start = end;
+      if (end_part) {
+        RETURN_IF_ERROR(EndPart());
+      } else if (end_frame) {
+        RETURN_IF_ERROR(EndFrame());
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -79,6 +133,27 @@ class ZstdRecordWriter : public RecordWriter {
   uint64_t records() const override { return records_; }
 
  private:
+  // One record line, its newline included.
+  absl::Status AppendLine(std::string_view line) {
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    if (!file_) RETURN_IF_ERROR(StartPart());
+    RETURN_IF_ERROR(Compress(line, ZSTD_e_continue));
+    return Appended(line.size());
+  }
+
+  // Counts one record of `size` bytes (newline included) just compressed; ends the part or the
+  // frame when it is full.
+  absl::Status Appended(uint64_t size) {
+    part_raw_ += size;
+    frame_raw_ += size;
+    ++part_records_;
+    ++frame_records_;
+    ++records_;
+    if (part_raw_ >= opts_.part_bytes) return EndPart();
+    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
+    return absl::OkStatus();
+  }
+
   absl::Status StartPart() {
     char num[16];
     std::snprintf(num, sizeof(num), "%05zu", parts_.size());
@@ -140,6 +215,7 @@ class ZstdRecordWriter : public RecordWriter {
   std::vector<char> out_buf_;
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
+  std::string line_;  // Append's record line, reused
   std::vector<PartInfo> parts_;
   uint64_t part_raw_ = 0, part_records_ = 0, part_compressed_ = 0, records_ = 0;
   uint64_t frame_raw_ = 0, frame_records_ = 0, frame_start_ = 0;

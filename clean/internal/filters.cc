@@ -25,6 +25,20 @@ inline std::string_view StripAscii(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+// The first "\n\n" in hay at or after `from`: memchr for the newline (a few per paragraph),
+// glibc's two-byte memmem being a byte-by-byte loop.
+inline size_t FindBlankLine(std::string_view hay, size_t from) {
+  const char* p = hay.data() + std::min(from, hay.size());
+  const char* end = hay.data() + hay.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr || nl + 1 >= end) break;
+    if (nl[1] == '\n') return static_cast<size_t>(nl - hay.data());
+    p = nl + 2;  // nl[1] is no newline: no "\n\n" starts there
+  }
+  return std::string_view::npos;
+}
+
 // glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
 inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
   if (from > hay.size()) return std::string_view::npos;
@@ -122,18 +136,141 @@ void CountTable::Reset(size_t n) {
   if (slots_.size() < want) {
     slots_.assign(want, Slot{0, 0, 0});
     gen_ = 0;
+    used_ = 0;
   }
   mask_ = want - 1;
-  if (++gen_ == 256) {
-    std::fill(slots_.begin(), slots_.end(), Slot{0, 0, 0});
+  if (++gen_ == 256) {  // only the slots used since the last clear can hold a stamp
+    std::fill(slots_.begin(), slots_.begin() + static_cast<ptrdiff_t>(used_), Slot{0, 0, 0});
     gen_ = 1;
+    used_ = 0;
   }
+  used_ = std::max(used_, want);
 }
+
+namespace {
+
+// The n-gram rules of Gopher repetition over st.words, as datatrove defines them: for n = 2..4 the
+// most frequent n-gram (ties: the first seen), for n = 5..10 the characters of duplicated n-grams
+// found left to right, skipping past each duplicate. N-grams are identified by a polynomial hash of
+// their words' hashes, one table operation per n-gram looked at.
+//
+// Only repeated n-grams matter, and an (n+1)-gram can repeat only where the n-grams at i and i + 1
+// both repeat. So level 2 counts every 2-gram, and each level n + 1 counts only the positions whose
+// n-grams at i and i + 1 repeat (in news text a few percent): the others occur once, which is all
+// the rules need to know of them. The decisions are those of counting every n-gram at every level
+// (FiltersTest.GopherNGramsMatchTheDirectCount checks this on crafted repetitive text).
+const char* GopherNGrams(const GopherRepetitionOptions& o, const TextStats& st, double len,
+                         FilterScratch* sc) {
+  const std::vector<WordInfo>& w = st.words;
+  const size_t nw = w.size();
+  int max_n = 0;  // the largest n with a rule on
+  for (int n = 2; n <= 4; ++n) {
+    if (o.top_n_gram[n - 2] > 0) max_n = n;
+  }
+  for (int n = 5; n <= 10; ++n) {
+    if (o.dup_n_gram[n - 5] > 0) max_n = n;
+  }
+  if (max_n < 2 || nw < 2) return nullptr;
+  CountTable* table = &sc->table;
+  // gram[i]: the hash of the n-gram at i, for i a position of level n (then the sum over k < n of
+  // w[i + k].hash * kP^(n - 1 - k), built one word per level).
+  std::vector<uint64_t>& gram = sc->grams;
+  std::vector<uint32_t>& cand = sc->candidates;  // the positions of level n > 2
+  // level[i]: the largest n such that the n-gram at i occurs more than once (0: none so far).
+  std::vector<uint8_t>& level = sc->levels;
+  constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
+  gram.resize(nw);
+  level.assign(nw + 1, 0);
+  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
+  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
+                               "duplicated_7_n_grams", "duplicated_8_n_grams",
+                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
+  for (int n = 2; n <= max_n; ++n) {
+    // The positions of level n: every one for n = 2; else those where both (n-1)-grams, at i and
+    // i + 1, repeat, and an n-gram fits.
+    if (n == 3) {
+      cand.resize(nw);
+      size_t out = 0;
+      for (size_t i = 0; i + 3 <= nw; ++i) {
+        cand[out] = static_cast<uint32_t>(i);
+        out += (level[i] & level[i + 1]) >= 2;  // both are 0 or 2 here
+      }
+      cand.resize(out);
+    } else if (n > 3) {
+      size_t out = 0;
+      for (uint32_t i : cand) {
+        cand[out] = i;
+        out += i + static_cast<size_t>(n) <= nw && level[i] >= n - 1 && level[i + 1] >= n - 1;
+      }
+      cand.resize(out);
+    }
+    // Count their n-grams; a position whose n-gram is seen again, and the n-gram's first position,
+    // are of level n.
+    uint32_t best_count = 1, best_first = 0;  // every n-gram once: the first one
+    auto count = [&](uint32_t i) {
+      CountTable::Slot* s = table->Find(gram[i], i);
+      s->Increment();
+      const uint32_t c = s->count();
+      if (c > 1) {
+        level[i] = static_cast<uint8_t>(n);
+        level[s->first] = static_cast<uint8_t>(n);
+        if (c > best_count || (c == best_count && s->first < best_first)) {
+          best_count = c;
+          best_first = s->first;
+        }
+      }
+    };
+    if (n == 2) {
+      table->Reset(nw - 1);
+      for (size_t i = 0; i + 1 < nw; ++i) {
+        gram[i] = w[i].hash * kP + w[i + 1].hash;
+        count(static_cast<uint32_t>(i));
+      }
+    } else {
+      for (uint32_t i : cand) gram[i] = gram[i] * kP + w[i + n - 1].hash;
+      table->Reset(cand.size());
+      for (uint32_t i : cand) count(i);
+    }
+    const bool any = best_count > 1;
+    if (n <= 4) {
+      const double frac = o.top_n_gram[n - 2];
+      if (frac > 0 && nw >= static_cast<size_t>(n)) {
+        uint64_t best_len = n - 1;  // joined with " "
+        for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
+        if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
+      }
+    } else {
+      const double frac = o.dup_n_gram[n - 5];
+      if (frac > 0 && nw >= static_cast<size_t>(n) && any) {
+        // Left to right: a position whose n-gram occurs once is neither found nor ever looked
+        // up again, so only the repeated ones touch the table.
+        table->Reset(cand.size());
+        uint64_t repeated = 0;
+        size_t idx = 0;
+        for (uint32_t i : cand) {
+          if (i < idx || level[i] < n) continue;
+          auto* s = table->Find(gram[i], i);
+          if (s->count() > 0) {
+            for (int k = 0; k < n; ++k) repeated += w[i + k].cp;  // joined with "" as datatrove
+            idx = i + static_cast<size_t>(n);
+          } else {
+            s->Increment();
+          }
+        }
+        if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
+      }
+    }
+    // No repeated n-gram: none of any larger n either (the top rules up to 4 still apply).
+    if (!any && n >= 4) break;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view text,
                              const TextStats& st, FilterScratch* sc) {
   CountTable* table = &sc->table;
-  std::vector<uint64_t>* gram_buf = &sc->grams;
   std::vector<std::pair<uint64_t, uint64_t>>* key_buf = &sc->keys;
   double len = static_cast<double>(st.total_cp);
   if (len == 0) return nullptr;
@@ -145,9 +282,9 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
     // counted only when it is a duplicate, and one paragraph alone has none: no hash needed.
     std::string_view s = StripAscii(text);
     size_t pos = 0;
-    const bool one = Find(s, "\n\n", 0) == std::string_view::npos;
+    const bool one = FindBlankLine(s, 0) == std::string_view::npos;
     while (!one) {
-      size_t brk = Find(s, "\n\n", pos);
+      size_t brk = FindBlankLine(s, pos);
       std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
       keys.emplace_back(Hash64(para), static_cast<uint64_t>(pos) << 32 | para.size());
       if (brk == std::string_view::npos) break;
@@ -169,7 +306,7 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
       std::vector<std::pair<uint64_t, uint64_t>> big;
       pos = 0;
       while (true) {
-        size_t brk = Find(s, "\n\n", pos);
+        size_t brk = FindBlankLine(s, pos);
         std::string_view para = s.substr(pos, brk == std::string_view::npos ? s.npos : brk - pos);
         big.emplace_back(Hash64(para), CodePoints(para));
         if (brk == std::string_view::npos) break;
@@ -203,80 +340,7 @@ const char* GopherRepetition(const GopherRepetitionOptions& o, std::string_view 
       return "dup_line_char_frac";
     }
   }
-  const std::vector<WordInfo>& w = st.words;
-  const size_t nw = w.size();
-  // Polynomial rolling hashes of the word hashes: gram[i] identifies words [i, i + n).
-  std::vector<uint64_t>& gram = *gram_buf;
-  auto fill_grams = [&](int n) {
-    constexpr uint64_t kP = 0x100000001B3ull * 2 + 1;
-    uint64_t pn = 1;
-    for (int k = 1; k < n; ++k) pn *= kP;
-    size_t count = nw - n + 1;
-    gram.resize(count);
-    uint64_t h = 0;
-    for (int k = 0; k < n; ++k) h = h * kP + w[k].hash;
-    gram[0] = h;
-    for (size_t i = 1; i < count; ++i) {
-      h = (h - w[i - 1].hash * pn) * kP + w[i + n - 1].hash;
-      gram[i] = h;
-    }
-  };
-  static const char* kTop[] = {"top_2_gram", "top_3_gram", "top_4_gram"};
-  // A repeated (n+1)-gram contains a repeated n-gram: once every n-gram is unique, so is every
-  // longer one (its top count is 1, at its first position) and no n-gram is duplicated.
-  bool all_unique = false;
-  for (int n = 2; n <= 4; ++n) {
-    double frac = o.top_n_gram[n - 2];
-    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    uint32_t best_count = 1, best_first = 0;
-    if (!all_unique) {
-      fill_grams(n);
-      size_t count = gram.size();
-      table->Reset(count);
-      best_count = 0;
-      for (size_t i = 0; i < count; ++i) {
-        auto* s = table->Find(gram[i], static_cast<uint32_t>(i));
-        s->Increment();
-        uint32_t c = s->count();
-        if (c > best_count || (c == best_count && s->first < best_first)) {
-          best_count = c;
-          best_first = s->first;
-        }
-      }
-      all_unique = best_count == 1;
-    }
-    uint64_t best_len = n - 1;  // joined with " "
-    for (int k = 0; k < n; ++k) best_len += w[best_first + k].cp;
-    if (static_cast<double>(best_len * best_count) / len > frac) return kTop[n - 2];
-  }
-  bool no_dups_below = all_unique;
-  static const char* kDup[] = {"duplicated_5_n_grams", "duplicated_6_n_grams",
-                               "duplicated_7_n_grams", "duplicated_8_n_grams",
-                               "duplicated_9_n_grams", "duplicated_10_n_grams"};
-  // A duplicated (n+1)-gram contains a duplicated n-gram: once some n finds no duplicate at all,
-  // no larger n can, and those passes are skipped.
-  for (int n = 5; n <= 10; ++n) {
-    double frac = o.dup_n_gram[n - 5];
-    if (frac <= 0 || nw < static_cast<size_t>(n)) continue;
-    if (no_dups_below) break;
-    fill_grams(n);
-    table->Reset(gram.size());
-    uint64_t repeated = 0;
-    size_t idx = 0;
-    while (idx + n <= nw) {
-      auto* s = table->Find(gram[idx], static_cast<uint32_t>(idx));
-      if (s->count() > 0) {
-        for (int k = 0; k < n; ++k) repeated += w[idx + k].cp;  // joined with "" as datatrove
-        idx += n;
-      } else {
-        s->Increment();
-        idx += 1;
-      }
-    }
-    if (static_cast<double>(repeated) / len > frac) return kDup[n - 5];
-    no_dups_below = repeated == 0;
-  }
-  return nullptr;
+  return GopherNGrams(o, st, len, sc);
 }
 
 const char* GopherQuality(const GopherQualityOptions& o, std::string_view text,
@@ -287,28 +351,21 @@ const char* GopherQuality(const GopherQualityOptions& o, std::string_view text,
   // datatrove counts the distinct stop words present (a set intersection), not their occurrences.
   uint64_t seen_mask = 0;
   std::vector<bool> seen_more;
-  for (const WordInfo& x : w) {
-    if (!x.symbol_only) {
-      ++n_non_symbol;
-      non_symbol_cp += x.cp;
-    }
+  for (const WordInfo& x : w) {  // without branches: a stop word is a coin toss
+    n_non_symbol += !x.symbol_only;
+    non_symbol_cp += x.symbol_only ? 0 : x.cp;
     n_alpha += x.has_alpha;
-    if (x.stop != 0) {
-      const uint32_t i = x.stop - 1;
-      if (i < 64) {
-        if (!(seen_mask >> i & 1)) {
-          seen_mask |= 1ull << i;
-          ++n_stop;
-        }
-      } else {
-        if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
-        if (!seen_more[i - 64]) {
-          seen_more[i - 64] = true;
-          ++n_stop;
-        }
+    const uint32_t i = x.stop - 1;  // UINT32_MAX for none
+    seen_mask |= i < 64 ? uint64_t{1} << i : 0;
+    if (i != UINT32_MAX && i >= 64) [[unlikely]] {
+      if (seen_more.size() <= i - 64) seen_more.resize(i - 63);
+      if (!seen_more[i - 64]) {
+        seen_more[i - 64] = true;
+        ++n_stop;
       }
     }
   }
+  n_stop += static_cast<uint64_t>(__builtin_popcountll(seen_mask));
   if (o.min_doc_words > 0 && n_non_symbol < static_cast<uint64_t>(o.min_doc_words)) {
     return "gopher_short_doc";
   }
@@ -366,9 +423,14 @@ const char* C4Lines(const C4Options& c4, const std::vector<std::string>& stop_wo
   // Case-insensitive searches on an ASCII-lower-cased copy; hits are mapped to lines.
   sc->line_flags.assign(n_lines, 0);
   sc->lower.resize(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char ch = static_cast<unsigned char>(text[i]);
-    sc->lower[i] = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+  {
+    const unsigned char* __restrict in = reinterpret_cast<const unsigned char*>(text.data());
+    unsigned char* __restrict out = reinterpret_cast<unsigned char*>(sc->lower.data());
+    const size_t size = text.size();
+    for (size_t i = 0; i < size; ++i) {  // one vector loop (restrict: no aliasing)
+      const unsigned char ch = in[i];
+      out[i] = static_cast<unsigned char>(ch + (static_cast<unsigned char>(ch - 'A') < 26 ? 32 : 0));
+    }
   }
   std::string_view low = sc->lower;
   auto line_of = [&](size_t pos) {

@@ -55,6 +55,7 @@ class CountTable {
 
  private:
   std::vector<Slot> slots_;
+  size_t used_ = 0;  // slots used since the last full clear (a prefix of slots_)
   size_t mask_ = 0;
   uint32_t gen_ = 0;
 };
@@ -72,7 +73,9 @@ struct KeptLine {
 // Buffers the filters reuse across documents.
 struct FilterScratch {
   std::vector<KeptLine> kept;
-  std::vector<uint64_t> grams;
+  std::vector<uint64_t> grams;        // Gopher repetition's n-gram hashes
+  std::vector<uint32_t> candidates;   // its positions still counted at the current n
+  std::vector<uint8_t> levels;
   std::vector<std::pair<uint64_t, uint64_t>> keys;
   std::string lower;
   std::string edited;  // C4's edited text

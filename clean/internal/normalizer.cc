@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace grist::clean::internal {
 namespace {
@@ -78,6 +79,18 @@ inline size_t DecodeUtf8(const uint8_t* p, const uint8_t* end, int32_t* cp) {
   return need + 1;
 }
 
+// Whether the loop over a run of content in Normalizer::Run would pass all 8 bytes of `w` (in
+// memory order): each is content (0x21-0x7E) or a space followed by content within the word. May
+// answer false when it would (the loop then goes byte by byte), never true when it would not.
+inline bool ContentWord(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  const uint64_t below = (w - kOnes * 0x20) & ~w & kHighs;  // a byte below 0x20
+  const uint64_t high = ((w + kOnes) | w) & kHighs;         // 0x7F, or the high bit set
+  const uint64_t x = w ^ (kOnes * ' ');
+  const uint64_t space = (x - kOnes) & ~x & kHighs;  // every space (and maybe a byte after one)
+  return (below | high) == 0 && (space & (space << 8)) == 0 && (space >> 63) == 0;
+}
+
 inline bool IsUnicodeSpace(int32_t cp) {
   return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F ||
          cp == 0x205F || cp == 0x3000;
@@ -114,6 +127,14 @@ class Normalizer {
           // whitespace normalization unchanged), is copied in one go.
           const uint8_t* q = p + 1;
           while (q < end) {
+            if (end - q >= 8) {
+              uint64_t w;
+              std::memcpy(&w, q, 8);
+              if (ContentWord(w)) {
+                q += 8;
+                continue;
+              }
+            }
             if (kBytes.cls[*q] == kContent) {
               ++q;
             } else if (*q == ' ' && q + 1 < end && kBytes.cls[q[1]] == kContent) {

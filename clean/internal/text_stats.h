@@ -48,6 +48,12 @@ struct TextStats {
 // Fills *stats (reusing its capacity) for `text`. Stop words are matched exactly (case-sensitive).
 void Analyze(std::string_view text, const std::vector<std::string>& stop_words, TextStats* stats);
 
+// The properties of one token (valid UTF-8, no whitespace), as Analyze gives them: the definition
+// that Analyze's fast paths for common chunks ("word", "word,", "2005.") must match; Analyze's
+// words are SplitChunk's tokens of each whitespace-separated chunk with these properties
+// (TextStatsTest checks both agree).
+WordInfo TokenProperties(std::string_view token, const std::vector<std::string>& stop_words);
+
 }  // namespace grist::clean::internal
 
 #endif  // GRIST_CLEAN_INTERNAL_TEXT_STATS_H_

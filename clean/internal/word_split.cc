@@ -3,8 +3,10 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace grist::clean::internal {
 namespace {
@@ -46,8 +48,27 @@ constexpr int32_t kSpacyQuote[] = {'"',    '\'',   ',',    '`',    0xAB,   0xB4,
                                    0x300E, 0x300F, 0x3010, 0x3011, 0x3014, 0x3015, 0xFF08,
                                    0xFF09};
 
-bool IsSpacyPunct(int32_t c) { return InSorted(std::begin(kSpacyPunct), std::end(kSpacyPunct), c); }
-bool IsQuote(int32_t c) { return InSorted(std::begin(kSpacyQuote), std::end(kSpacyQuote), c); }
+// The ASCII members of a sorted set as a 128-bit mask, for a lookup without a search.
+struct AsciiMask {
+  uint64_t bits[2] = {0, 0};
+  template <size_t N>
+  constexpr explicit AsciiMask(const int32_t (&set)[N]) {
+    for (int32_t c : set) {
+      if (c < 0x80) bits[c >> 6] |= uint64_t{1} << (c & 63);
+    }
+  }
+  constexpr bool Has(int32_t c) const { return bits[c >> 6] >> (c & 63) & 1; }
+};
+constexpr AsciiMask kSpacyPunctAscii(kSpacyPunct), kSpacyQuoteAscii(kSpacyQuote);
+
+bool IsSpacyPunct(int32_t c) {
+  if (c < 0x80) return c >= 0 && kSpacyPunctAscii.Has(c);
+  return InSorted(std::begin(kSpacyPunct), std::end(kSpacyPunct), c);
+}
+bool IsQuote(int32_t c) {
+  if (c < 0x80) return c >= 0 && kSpacyQuoteAscii.Has(c);
+  return InSorted(std::begin(kSpacyQuote), std::end(kSpacyQuote), c);
+}
 bool IsCurrency(int32_t c) {
   return c == '$' || c == 0xA3 || c == 0xA5 || c == 0x20AC || c == 0xE3F || c == 0xFDFC ||
          (c >= 0x20A0 && c <= 0x20BF);
@@ -302,7 +323,7 @@ size_t PrefixLen(const SplitScratch& s, size_t b, size_t e) {
   return 0;
 }
 
-constexpr const char* kUnits[] = {
+constexpr std::string_view kUnits[] = {
     "km", "m", "dm", "cm", "mm", "ha", "nm", "yd", "in", "ft", "kg", "g", "mg", "t", "lb", "oz",
     "m/s", "km/h", "kmh", "mph", "hPa", "Pa", "mbar", "mb", "MB", "kb", "KB", "gb", "GB", "tb",
     "TB", "T", "G", "M", "K", "%", "km\xC2\xB2", "m\xC2\xB2", "m\xC2\xB3", "cm\xC2\xB2",
@@ -340,10 +361,10 @@ size_t SuffixLen(const SplitScratch& s, std::string_view text, size_t b, size_t 
   for (size_t j = e; j > b && e - j < 6 && !digit_near; --j) digit_near = IsDigit(s.cp[j - 1]);
   if (!digit_near) return best;
   const uint32_t end_byte = s.off[e];
-  for (const char* u : kUnits) {
-    size_t ub = std::strlen(u);
+  for (std::string_view u : kUnits) {
+    const size_t ub = u.size();
     if (ub >= end_byte - s.off[b]) continue;
-    if (std::memcmp(text.data() + end_byte - ub, u, ub) != 0) continue;
+    if (std::memcmp(text.data() + end_byte - ub, u.data(), ub) != 0) continue;
     // the code point before the unit must be a digit and begin right before it
     size_t j = e;
     while (j > b && s.off[j] > end_byte - ub) --j;

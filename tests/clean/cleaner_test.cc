@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "clean/cleaner.h"
 #include "common/config.h"
+#include "common/rng.h"
 
 namespace grist::clean {
 namespace {
@@ -112,6 +114,52 @@ TEST(NormalizeTest, WhitespaceKeepsParagraphs) {
   CleanOptions off = CleanOptions::NormalizeOnly();
   off.normalize_whitespace = false;
   EXPECT_EQ(Norm("  a  b \n\n\n", nullptr, off), "  a  b \n\n\n");
+}
+
+// Whitespace normalization of ASCII text by its definition: each line stripped and its runs of
+// spaces and tabs made one space; empty lines dropped at both ends, and between two kept lines
+// at most one (two newlines).
+std::string NormalizeAsciiWhitespace(const std::string& raw) {
+  std::string out;
+  int newlines = 0;
+  size_t i = 0;
+  while (i <= raw.size()) {
+    size_t e = raw.find('\n', i);
+    if (e == std::string::npos) e = raw.size();
+    std::string line;
+    bool space = false;
+    for (size_t k = i; k < e; ++k) {
+      if (raw[k] == ' ' || raw[k] == '\t') {
+        space = !line.empty();
+      } else {
+        if (space) line += ' ';
+        space = false;
+        line += raw[k];
+      }
+    }
+    if (!line.empty()) {
+      if (!out.empty()) out.append(std::min(newlines, 2), '\n');
+      out += line;
+      newlines = 0;
+    }
+    ++newlines;
+    i = e + 1;
+  }
+  return out;
+}
+
+// The normalizer copies runs of words and single spaces 8 bytes at a time; random ASCII text
+// of words, single and double spaces, tabs and newlines holds it to the definition.
+TEST(NormalizeTest, WhitespaceRunsMatchTheDefinition) {
+  const char* pieces[] = {"a", "word", "Longerword", "!", "x.", " ", " ", " ", "  ", "\t", " \t",
+                          "\n", "\n\n", " \n ", "~", "{}", "\x7e", "12345678"};
+  Rng rng(8);
+  for (int doc = 0; doc < 3000; ++doc) {
+    std::string raw;
+    const uint64_t n = rng.Uniform(60);
+    for (uint64_t k = 0; k < n; ++k) raw += pieces[rng.Uniform(std::size(pieces))];
+    ASSERT_EQ(Norm(raw), NormalizeAsciiWhitespace(raw)) << "'" << raw << "'";
+  }
 }
 
 TEST(CleanOptionsTest, FromConfigReadsEverySectionAndRejectsTypos) {

@@ -1,10 +1,17 @@
 // The quality filters on crafted text, one filter enabled at a time, with the exact decision.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "clean/cleaner.h"
+#include "clean/internal/filters.h"
+#include "clean/internal/text_stats.h"
+#include "common/rng.h"
 
 namespace grist::clean {
 namespace {
@@ -187,6 +194,98 @@ TEST(FineWebTest, ExactDecisions) {
   }
   list.pop_back();
   EXPECT_EQ(Reasons(o, list), V{"list_ratio"});
+}
+
+// The n-gram rules of Gopher repetition as datatrove states them, counting every n-gram (a word
+// sequence, by its words' hashes) at every n: for n = 2..4 the most frequent n-gram's characters
+// (words joined with one space) times its count, for n = 5..10 the characters of the n-grams found
+// again left to right, skipping past each one found. Fractions of the text's code points.
+std::vector<double> DirectNGramFractions(const internal::TextStats& st) {
+  const auto& w = st.words;
+  std::vector<double> out;
+  auto key = [&](size_t i, int n) {
+    std::vector<uint64_t> k;
+    for (int j = 0; j < n; ++j) k.push_back(w[i + j].hash);
+    return k;
+  };
+  for (int n = 2; n <= 4; ++n) {
+    std::map<std::vector<uint64_t>, std::pair<uint64_t, size_t>> counts;  // count, first
+    for (size_t i = 0; i + n <= w.size(); ++i) {
+      auto it = counts.try_emplace(key(i, n), 0, i).first;
+      ++it->second.first;
+    }
+    uint64_t best = 0;
+    size_t first = 0;
+    for (const auto& [k, v] : counts) {
+      if (v.first > best || (v.first == best && v.second < first)) {
+        best = v.first;
+        first = v.second;
+      }
+    }
+    uint64_t chars = n - 1;
+    for (int j = 0; j < n && first + j < w.size(); ++j) chars += w[first + j].cp;
+    out.push_back(w.size() < static_cast<size_t>(n) ? 0.0
+                                                    : static_cast<double>(chars * best) / st.total_cp);
+  }
+  for (int n = 5; n <= 10; ++n) {
+    std::map<std::vector<uint64_t>, bool> seen;
+    uint64_t repeated = 0;
+    size_t i = 0;
+    while (i + n <= w.size()) {
+      auto k = key(i, n);
+      if (seen.count(k)) {
+        for (int j = 0; j < n; ++j) repeated += w[i + j].cp;
+        i += n;
+      } else {
+        seen[k] = true;
+        ++i;
+      }
+    }
+    out.push_back(static_cast<double>(repeated) / st.total_cp);
+  }
+  return out;
+}
+
+// GopherRepetition counts only the n-grams that can repeat; its decisions must be those of the
+// direct count. Texts of 1-300 words drawn from 3-40 words repeat n-grams of every length; each
+// rule alone, at its threshold just below the measured fraction (reject) and at it (keep).
+TEST(FiltersTest, GopherNGramsMatchTheDirectCount) {
+  const char* vocab[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far",
+                         "it's", "U.S.", "end.", "(see", "this)", "--", "well-known", "x",
+                         "y", "z", "alpha", "beta", "gamma", "delta", "eps", "zeta", "eta",
+                         "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi",
+                         "rho", "sigma", "tau", "upsilon"};
+  Rng rng(13);
+  internal::TextStats st;
+  internal::FilterScratch sc;
+  const std::vector<std::string> stop = {"the", "and"};
+  int rejects = 0;
+  for (int doc = 0; doc < 400; ++doc) {
+    const uint64_t words = 1 + rng.Uniform(300), kinds = 3 + rng.Uniform(38);
+    std::string text;
+    for (uint64_t i = 0; i < words; ++i) {
+      if (i) text += rng.Uniform(12) == 0 ? "\n" : " ";
+      text += vocab[rng.Uniform(kinds)];
+    }
+    internal::Analyze(text, stop, &st);
+    const std::vector<double> want = DirectNGramFractions(st);
+    for (int rule = 0; rule < 9; ++rule) {
+      GopherRepetitionOptions o;
+      o.dup_line_frac = o.dup_para_frac = o.dup_line_char_frac = o.dup_para_char_frac = 0;
+      o.top_n_gram = {0, 0, 0};
+      o.dup_n_gram = {0, 0, 0, 0, 0, 0};
+      double& t = rule < 3 ? o.top_n_gram[rule] : o.dup_n_gram[rule - 3];
+      const double f = want[rule];
+      if (f <= 0) continue;
+      t = f;
+      EXPECT_EQ(internal::GopherRepetition(o, text, st, &sc), nullptr) << "rule " << rule << ": " << text;
+      t = std::nextafter(f, 0.0);
+      const char* why = internal::GopherRepetition(o, text, st, &sc);
+      EXPECT_NE(why, nullptr) << "rule " << rule << " fraction " << f << ": " << text;
+      rejects += why != nullptr;
+    }
+  }
+  EXPECT_GT(rejects, 1000);
 }
 
 TEST(LengthTest, MinAndMaxInCodePoints) {

@@ -305,6 +305,58 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
             "\"grist\":{\"src\":\"in/file.jsonl\",\"line\":10},\"x\":1}");
 }
 
+// A RecordBatch appended whole writes the same parts, byte for byte, as Append of each of its
+// records and as AppendSerialized of each: frame and part ends fall after the same records,
+// whatever the batch boundaries and however the bytes reach zstd.
+TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
+  std::vector<Document> docs(500);
+  for (int i = 0; i < 500; ++i) {
+    docs[i].text = "doc \"" + std::to_string(i) + "\" " + std::string((i * 37) % 1500, 'a' + i % 26);
+    docs[i].source = "in.jsonl";
+    docs[i].line = static_cast<uint64_t>(i + 1);
+    if (i % 5 == 0) docs[i].metadata = "{\"k\":" + std::to_string(i) + "}";
+  }
+  auto extra = [](int i) { return i % 3 ? std::string() : "\"reasons\":[\"r" + std::to_string(i) + "\"]"; };
+  OutputOptions o;
+  o.frame_bytes = 3000;   // records up to 1.5 KB: frames of one to dozens of records
+  o.part_bytes = 100000;  // several parts
+  TempDir t;
+  auto ref = RecordWriter::Open(Env::Default(), t.Join("ref"), "p", o);
+  ASSERT_TRUE(ref.ok());
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE((*ref)->Append(docs[i], extra(i)).ok());
+  auto ref_parts = (*ref)->Finish();
+  ASSERT_TRUE(ref_parts.ok());
+  ASSERT_GT(ref_parts->size(), 2u);
+  for (size_t batch_docs : {0u, 1u, 7u, 64u, 500u}) {  // 0: AppendSerialized record by record
+    const std::string dir = t.Join("b" + std::to_string(batch_docs));
+    auto w = RecordWriter::Open(Env::Default(), dir, "p", o);
+    ASSERT_TRUE(w.ok());
+    RecordBatch batch;
+    ASSERT_TRUE((*w)->AppendBatch(batch).ok());  // an empty batch writes nothing
+    for (int i = 0; i < 500; ++i) {
+      if (batch_docs == 0) {
+        ASSERT_TRUE((*w)->AppendSerialized(SerializeRecord(docs[i], extra(i))).ok());
+        continue;
+      }
+      batch.Add(docs[i], extra(i));
+      if (batch.size() == batch_docs || i == 499) {
+        ASSERT_TRUE((*w)->AppendBatch(batch).ok());
+        batch.Clear();
+      }
+    }
+    EXPECT_EQ((*w)->records(), 500u);
+    auto parts = (*w)->Finish();
+    ASSERT_TRUE(parts.ok());
+    ASSERT_EQ(parts->size(), ref_parts->size()) << batch_docs;
+    for (size_t k = 0; k < parts->size(); ++k) {
+      EXPECT_EQ((*parts)[k].records, (*ref_parts)[k].records) << batch_docs << " " << k;
+      EXPECT_EQ(*ReadFileToString(Env::Default(), (*parts)[k].path),
+                *ReadFileToString(Env::Default(), (*ref_parts)[k].path))
+          << batch_docs << " " << k;
+    }
+  }
+}
+
 // Parts are sequences of independent zstd frames with a frame index at the end, so a large part
 // splits at frame boundaries for parallel readers; any split gives the same documents and line
 // numbers as a whole-file read, and a damaged index only costs the parallelism.

@@ -297,10 +297,12 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
   RETURN_IF_ERROR(env->CreateDirs(reject_dir));
   RETURN_IF_ERROR(RemoveStaleParts(env, output_dir, prefix));
   RETURN_IF_ERROR(RemoveStaleParts(env, reject_dir, prefix));
+  OutputOptions output = options.output;
+  output.compress_threads = pool.size();  // the parts' zstd off the single writer's path
   ASSIGN_OR_RETURN(std::unique_ptr<RecordWriter> kept_writer,
-                   RecordWriter::Open(env, output_dir, prefix, options.output));
+                   RecordWriter::Open(env, output_dir, prefix, output));
   ASSIGN_OR_RETURN(std::unique_ptr<RecordWriter> reject_writer,
-                   RecordWriter::Open(env, reject_dir, prefix, options.output));
+                   RecordWriter::Open(env, reject_dir, prefix, output));
 
   CleanReport report;
   report.task = run.task;

@@ -3,7 +3,11 @@
 #include <zstd.h>
 
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/documents_format.h"
@@ -49,36 +53,129 @@ void RecordBatch::Add(const Document& doc, std::string_view extra_json) {
 
 namespace {
 
+// One zstd frame of a part: its records' lines, compressed as a whole (ZSTD_compress2 with the
+// writer's level and a checksum), so its bytes depend on the lines alone, not on which thread
+// compressed it or on how the lines arrived.
+struct Frame {
+  std::string raw;
+  std::string compressed;
+  uint64_t records = 0;
+  absl::Status status;
+  bool done = false;
+};
+
+// Compresses f->raw into f->compressed (exactly its size) through `scratch`, then frees f->raw:
+// a frame waiting to be written holds only its compressed bytes.
+absl::Status CompressFrame(ZSTD_CCtx* cctx, std::string* scratch, Frame* f) {
+  scratch->resize(ZSTD_compressBound(f->raw.size()));
+  const size_t n = ZSTD_compress2(cctx, scratch->data(), scratch->size(), f->raw.data(), f->raw.size());
+  if (ZSTD_isError(n)) return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
+  f->compressed.assign(scratch->data(), n);
+  std::string().swap(f->raw);
+  return absl::OkStatus();
+}
+
+ZSTD_CCtx* NewCCtx(int level) {
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+  return c;
+}
+
+// Compresses frames on `threads` threads, first queued first taken. The writer waits for each
+// frame in queue order, so the order of the file never depends on the threads.
+class FramePool {
+ public:
+  FramePool(int threads, int level) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, level] {
+        ZSTD_CCtx* cctx = NewCCtx(level);
+        std::string scratch;
+        std::unique_lock<std::mutex> l(mu_);
+        while (true) {
+          cv_.wait(l, [this] { return stop_ || !todo_.empty(); });
+          if (todo_.empty()) break;  // stop_ with nothing left
+          std::shared_ptr<Frame> f = std::move(todo_.front());
+          todo_.pop_front();
+          l.unlock();
+          absl::Status s = CompressFrame(cctx, &scratch, f.get());
+          l.lock();
+          f->status = std::move(s);
+          f->done = true;
+          done_cv_.notify_all();
+        }
+        ZSTD_freeCCtx(cctx);
+      });
+    }
+  }
+  ~FramePool() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Submit(std::shared_ptr<Frame> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      todo_.push_back(std::move(f));
+    }
+    cv_.notify_one();
+  }
+  void Wait(const Frame& f) {
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [&] { return f.done; });
+  }
+  bool Done(const Frame& f) {
+    std::lock_guard<std::mutex> l(mu_);
+    return f.done;
+  }
+  int threads() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::shared_ptr<Frame>> todo_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
 class ZstdRecordWriter : public RecordWriter {
  public:
   ZstdRecordWriter(Env* env, std::string dir, std::string prefix, OutputOptions o)
-      : env_(env), dir_(std::move(dir)), prefix_(std::move(prefix)), opts_(o),
-        cctx_(ZSTD_createCCtx()), out_buf_(ZSTD_CStreamOutSize()) {}
+      : env_(env), dir_(std::move(dir)), prefix_(std::move(prefix)), opts_(o) {
+    if (opts_.compress_threads > 1) {
+      pool_ = std::make_unique<FramePool>(opts_.compress_threads, opts_.zstd_level);
+    } else {
+      cctx_ = NewCCtx(opts_.zstd_level);
+    }
+    frame_ = std::make_shared<Frame>();
+  }
   ~ZstdRecordWriter() override {
+    pool_.reset();  // joins its threads; frames still queued are dropped with the part
     if (file_) {
       (void)file_->Close();
       (void)env_->RemoveFile(tmp_path_);
     }
-    ZSTD_freeCCtx(cctx_);
+    if (cctx_ != nullptr) ZSTD_freeCCtx(cctx_);
   }
 
-  // Serialized into a buffer kept from record to record (no allocation per record once grown; one
-  // grown past 16 MB by a huge document is given back), compressed with its newline in one call.
   absl::Status Append(const Document& doc, std::string_view extra_json) override {
-    line_.clear();
-    AppendRecord(&line_, doc, extra_json);
-    line_.push_back('\n');
-    absl::Status s = AppendLine(line_);
-    if (line_.capacity() > (size_t{16} << 20)) std::string().swap(line_);
-    return s;
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    if (!file_) RETURN_IF_ERROR(StartPart());
+    const size_t before = frame_->raw.size();
+    AppendRecord(&frame_->raw, doc, extra_json);
+    frame_->raw.push_back('\n');
+    return Added(frame_->raw.size() - before, 1);
   }
 
   absl::Status AppendSerialized(std::string_view record) override {
     if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
     if (!file_) RETURN_IF_ERROR(StartPart());
-    RETURN_IF_ERROR(Compress(record, ZSTD_e_continue));
-    RETURN_IF_ERROR(Compress("\n", ZSTD_e_continue));
-    return Appended(record.size() + 1);
+    frame_->raw.append(record);
+    frame_->raw.push_back('\n');
+    return Added(record.size() + 1, 1);
   }
 
   absl::Status AppendBatch(const RecordBatch& batch) override {
@@ -86,38 +183,23 @@ class ZstdRecordWriter : public RecordWriter {
     const std::string_view all = batch.bytes();
     const std::vector<uint64_t>& ends = batch.ends();
     size_t k = 0;
-    uint64_t start = 0;  // the first byte not yet compressed
+    uint64_t start = 0;  // the first byte not yet taken
     while (k < ends.size()) {
       if (!file_) RETURN_IF_ERROR(StartPart());
-      // The records up to the one that ends the frame or the part (as AppendSerialized decides).
+      // The records up to the one that ends the frame or the part (as Added decides).
       size_t j = k;
-      uint64_t end = start;
-      bool end_part = false, end_frame = false;
+      uint64_t end = start, part_raw = part_raw_, frame_raw = frame_->raw.size();
       while (j < ends.size()) {
         const uint64_t size = ends[j] - end;
         end = ends[j++];
-        part_raw_ += size;
-        frame_raw_ += size;
-        if (part_raw_ >= opts_.part_bytes) {
-          end_part = true;
-          break;
-        }
-        if (frame_raw_ >= opts_.frame_bytes) {
-          end_frame = true;
-          break;
-        }
+        part_raw += size;
+        frame_raw += size;
+        if (part_raw >= opts_.part_bytes || frame_raw >= opts_.frame_bytes) break;
       }
-      RETURN_IF_ERROR(Compress(all.substr(start, end - start), ZSTD_e_continue));
-      part_records_ += j - k;
-      frame_records_ += j - k;
-      records_ += j - k;
+      frame_->raw.append(all.substr(start, end - start));
+      RETURN_IF_ERROR(Added(end - start, j - k));
       k = j;
       start = end;
-      if (end_part) {
-        RETURN_IF_ERROR(EndPart());
-      } else if (end_frame) {
-        RETURN_IF_ERROR(EndFrame());
-      }
     }
     return absl::OkStatus();
   }
@@ -126,6 +208,7 @@ class ZstdRecordWriter : public RecordWriter {
     if (finished_) return parts_;
     finished_ = true;
     if (file_) RETURN_IF_ERROR(EndPart());
+    pool_.reset();
     if (!parts_.empty()) RETURN_IF_ERROR(env_->SyncDir(dir_));
     return parts_;
   }
@@ -133,24 +216,15 @@ class ZstdRecordWriter : public RecordWriter {
   uint64_t records() const override { return records_; }
 
  private:
-  // One record line, its newline included.
-  absl::Status AppendLine(std::string_view line) {
-    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
-    if (!file_) RETURN_IF_ERROR(StartPart());
-    RETURN_IF_ERROR(Compress(line, ZSTD_e_continue));
-    return Appended(line.size());
-  }
-
-  // Counts one record of `size` bytes (newline included) just compressed; ends the part or the
-  // frame when it is full.
-  absl::Status Appended(uint64_t size) {
-    part_raw_ += size;
-    frame_raw_ += size;
-    ++part_records_;
-    ++frame_records_;
-    ++records_;
+  // `records` lines of `bytes` bytes were appended to the current frame: ends the part or the frame
+  // once it holds part_bytes or frame_bytes.
+  absl::Status Added(uint64_t bytes, uint64_t records) {
+    part_raw_ += bytes;
+    part_records_ += records;
+    frame_->records += records;
+    records_ += records;
     if (part_raw_ >= opts_.part_bytes) return EndPart();
-    if (frame_raw_ >= opts_.frame_bytes) return EndFrame();
+    if (frame_->raw.size() >= opts_.frame_bytes) return EndFrame();
     return absl::OkStatus();
   }
 
@@ -160,43 +234,50 @@ class ZstdRecordWriter : public RecordWriter {
     final_path_ = JoinPath(dir_, absl::StrCat(prefix_, "-", num, ".jsonl.zst"));
     tmp_path_ = final_path_ + ".tmp";
     ASSIGN_OR_RETURN(file_, env_->NewWritableFile(tmp_path_));
-    ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_and_parameters);
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, opts_.zstd_level);
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    part_raw_ = part_records_ = part_compressed_ = 0;
-    frame_raw_ = frame_records_ = frame_start_ = 0;
+    part_raw_ = part_records_ = 0;
     index_.clear();
     return absl::OkStatus();
   }
 
-  // Ends the current zstd frame (the next record starts a new, independent one) and notes it in the
-  // part's frame index.
+  // Ends the current zstd frame (the next record starts a new, independent one): compressed here,
+  // or queued for the pool, and written once it and every frame before it are done.
   absl::Status EndFrame() {
-    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
-    internal::PutLe(&index_, part_compressed_ - frame_start_, 8);
-    internal::PutLe(&index_, frame_records_, 8);
-    frame_start_ = part_compressed_;
-    frame_raw_ = frame_records_ = 0;
+    std::shared_ptr<Frame> f = std::move(frame_);
+    frame_ = std::make_shared<Frame>();
+    if (!pool_) {
+      absl::Status s = CompressFrame(cctx_, &scratch_, f.get());
+      if (!s.ok()) return absl::InternalError(absl::StrCat(tmp_path_, ": ", s.message()));
+      return WriteFrame(*f);
+    }
+    pool_->Submit(f);
+    queued_.push_back(std::move(f));
+    // One frame per thread in flight at most (and the one being filled): the bytes held stay
+    // bounded by the threads' count of frames.
+    while (queued_.size() > static_cast<size_t>(pool_->threads())) RETURN_IF_ERROR(WriteOldest());
+    // Frames already done go out without waiting.
+    while (!queued_.empty() && pool_->Done(*queued_.front())) RETURN_IF_ERROR(WriteOldest());
     return absl::OkStatus();
   }
 
-  absl::Status Compress(std::string_view data, ZSTD_EndDirective mode) {
-    ZSTD_inBuffer in{data.data(), data.size(), 0};
-    while (true) {
-      ZSTD_outBuffer out{out_buf_.data(), out_buf_.size(), 0};
-      size_t r = ZSTD_compressStream2(cctx_, &out, &in, mode);
-      if (ZSTD_isError(r)) {
-        return absl::InternalError(absl::StrCat(tmp_path_, ": zstd: ", ZSTD_getErrorName(r)));
-      }
-      if (out.pos) RETURN_IF_ERROR(file_->Append(std::string_view(out_buf_.data(), out.pos)));
-      part_compressed_ += out.pos;
-      bool done = mode == ZSTD_e_end ? r == 0 : in.pos == in.size;
-      if (done) return absl::OkStatus();
-    }
+  absl::Status WriteOldest() {
+    std::shared_ptr<Frame> f = std::move(queued_.front());
+    queued_.pop_front();
+    pool_->Wait(*f);
+    if (!f->status.ok()) return absl::InternalError(absl::StrCat(tmp_path_, ": ", f->status.message()));
+    return WriteFrame(*f);
+  }
+
+  // Appends a compressed frame to the part and notes it in the part's frame index.
+  absl::Status WriteFrame(const Frame& f) {
+    RETURN_IF_ERROR(file_->Append(f.compressed));
+    internal::PutLe(&index_, f.compressed.size(), 8);
+    internal::PutLe(&index_, f.records, 8);
+    return absl::OkStatus();
   }
 
   absl::Status EndPart() {
-    if (frame_records_ > 0) RETURN_IF_ERROR(EndFrame());
+    if (frame_->records > 0) RETURN_IF_ERROR(EndFrame());
+    while (!queued_.empty()) RETURN_IF_ERROR(WriteOldest());
     // The frame index as a skippable frame (zstd readers skip it).
     RETURN_IF_ERROR(file_->Append(documents_format::IndexFrame(index_)));
     RETURN_IF_ERROR(file_->Sync());
@@ -211,14 +292,15 @@ class ZstdRecordWriter : public RecordWriter {
   Env* env_;
   std::string dir_, prefix_;
   OutputOptions opts_;
-  ZSTD_CCtx* cctx_;
-  std::vector<char> out_buf_;
+  ZSTD_CCtx* cctx_ = nullptr;         // compress_threads <= 1
+  std::string scratch_;               // its output buffer
+  std::unique_ptr<FramePool> pool_;   // compress_threads > 1
+  std::shared_ptr<Frame> frame_;      // the frame being filled
+  std::deque<std::shared_ptr<Frame>> queued_;  // frames in the pool, in file order
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
-  std::string line_;  // Append's record line, reused
   std::vector<PartInfo> parts_;
-  uint64_t part_raw_ = 0, part_records_ = 0, part_compressed_ = 0, records_ = 0;
-  uint64_t frame_raw_ = 0, frame_records_ = 0, frame_start_ = 0;
+  uint64_t part_raw_ = 0, part_records_ = 0, records_ = 0;
   std::string index_;  // the frame index entries of the current part
   bool finished_ = false;
 };

@@ -28,6 +28,10 @@ struct OutputOptions {
   // compresses about 1.7x faster than level 3 (the zstd of the parts was a quarter of `grist clean`'s
   // CPU time at level 3) for parts about 13% larger (docs/clean.md, "Performance").
   int zstd_level = 1;
+  // Threads that compress frames (each frame on its own, in the background, written in order); 1
+  // compresses on the caller's thread. The stages set it to their thread count. The bytes written
+  // never depend on it.
+  int compress_threads = 1;
 };
 
 struct PartInfo {

@@ -54,6 +54,16 @@ std::string RemovedJson(const ClusterRecord& r, const std::string& kept_id,
   return s;
 }
 
+// A record serialized without extra members (AppendRecord), with `extra_json` added: the bytes
+// AppendRecord writes with it (the extra members come last, before the closing brace).
+std::string WithExtra(std::string_view record, std::string_view extra_json) {
+  std::string out(record.substr(0, record.size() - 1));
+  out.push_back(',');
+  out.append(extra_json);
+  out.push_back('}');
+  return out;
+}
+
 }  // namespace
 
 absl::Status RunFilter(Ctx& c) {
@@ -154,8 +164,10 @@ absl::Status RunFilter(Ctx& c) {
       if (own || other_count) RETURN_IF_ERROR(c.env->RemoveFile(JoinPath(d, n)));
     }
   }
-  ASSIGN_OR_RETURN(auto kept_w, RecordWriter::Open(c.env, c.output_dir, prefix, c.opt.output));
-  ASSIGN_OR_RETURN(auto removed_w, RecordWriter::Open(c.env, removed_dir, prefix, c.opt.output));
+  OutputOptions output = c.opt.output;
+  output.compress_threads = c.pool->size();  // the parts' zstd off the single writer's path
+  ASSIGN_OR_RETURN(auto kept_w, RecordWriter::Open(c.env, c.output_dir, prefix, output));
+  ASSIGN_OR_RETURN(auto removed_w, RecordWriter::Open(c.env, removed_dir, prefix, output));
 
   const std::vector<size_t> mine = TaskSplitIndices(c, c.run.task, c.run.tasks);
   uint64_t total_bytes = 0;
@@ -171,6 +183,13 @@ absl::Status RunFilter(Ctx& c) {
     // Line dedup's text, used unless the consumer finds the document removed as a duplicate.
     std::string lined_text;
     bool text_changed = false;
+    // The record as kept (line dedup's text if it changed), serialized by the worker so that the
+    // single writer only compresses, and the size of its text. Where the text is unchanged the
+    // worker drops doc.text (text_dropped): a document the consumer then finds removed is written
+    // as this record with the removal's members added (WithExtra), the same bytes as Append.
+    std::string kept_record;
+    uint64_t kept_text_bytes = 0;
+    bool text_dropped = false;
   };
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
@@ -217,6 +236,17 @@ absl::Status RunFilter(Ctx& c) {
               }
             }
           }
+          if (o.where == 0) {
+            if (o.text_changed) std::swap(o.doc.text, o.lined_text);
+            AppendRecord(&o.kept_record, o.doc);
+            o.kept_text_bytes = o.doc.text.size();
+            if (o.text_changed) {
+              std::swap(o.doc.text, o.lined_text);
+            } else {
+              o.doc.text = std::string();
+              o.text_dropped = true;
+            }
+          }
           outs.push_back(std::move(o));
           return absl::OkStatus();
         }, &progress, decoders.get()));
@@ -237,21 +267,24 @@ absl::Status RunFilter(Ctx& c) {
             }
             RETURN_IF_ERROR(advance_removed());
           }
-          if (o.text_changed) o.doc.text = std::move(o.lined_text);
           ++stats[kDocsIn];
           stats[kBytesIn] += o.doc.input_bytes;
           stats[kInputBytes] += o.doc.input_bytes;
           switch (o.where) {
             case 0:
               ++stats[kDocsOut];
-              stats[kBytesOut] += o.doc.text.size();
+              stats[kBytesOut] += o.kept_text_bytes;
               stats[kLinesRemoved] += o.lines_removed;
-              RETURN_IF_ERROR(kept_w->Append(o.doc));
+              RETURN_IF_ERROR(kept_w->AppendSerialized(o.kept_record));
               break;
             case 1:
               ++stats[kDocsRemoved];
               ++stats[o.reason == static_cast<int>(PairKind::kExact) ? kRemovedExact : kRemovedNear];
-              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              if (o.text_dropped) {
+                RETURN_IF_ERROR(removed_w->AppendSerialized(WithExtra(o.kept_record, o.extra)));
+              } else {
+                RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              }
               break;
             case 2:
               ++stats[kDocsRejected];

@@ -307,7 +307,8 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
 
 // A RecordBatch appended whole writes the same parts, byte for byte, as Append of each of its
 // records and as AppendSerialized of each: frame and part ends fall after the same records,
-// whatever the batch boundaries and however the bytes reach zstd.
+// whatever the batch boundaries, however the bytes reach the writer and however many threads
+// compress the frames.
 TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   std::vector<Document> docs(500);
   for (int i = 0; i < 500; ++i) {
@@ -327,9 +328,13 @@ TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   auto ref_parts = (*ref)->Finish();
   ASSERT_TRUE(ref_parts.ok());
   ASSERT_GT(ref_parts->size(), 2u);
-  for (size_t batch_docs : {0u, 1u, 7u, 64u, 500u}) {  // 0: AppendSerialized record by record
-    const std::string dir = t.Join("b" + std::to_string(batch_docs));
-    auto w = RecordWriter::Open(Env::Default(), dir, "p", o);
+  // batch_docs 0: AppendSerialized record by record.
+  for (auto [batch_docs, threads] : std::vector<std::pair<size_t, int>>{
+           {0, 1}, {1, 1}, {7, 1}, {64, 1}, {500, 1}, {0, 2}, {1, 3}, {7, 2}, {64, 8}, {500, 4}}) {
+    const std::string dir = t.Join("b" + std::to_string(batch_docs) + "t" + std::to_string(threads));
+    OutputOptions ot = o;
+    ot.compress_threads = threads;
+    auto w = RecordWriter::Open(Env::Default(), dir, "p", ot);
     ASSERT_TRUE(w.ok());
     RecordBatch batch;
     ASSERT_TRUE((*w)->AppendBatch(batch).ok());  // an empty batch writes nothing
@@ -347,12 +352,12 @@ TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
     EXPECT_EQ((*w)->records(), 500u);
     auto parts = (*w)->Finish();
     ASSERT_TRUE(parts.ok());
-    ASSERT_EQ(parts->size(), ref_parts->size()) << batch_docs;
+    ASSERT_EQ(parts->size(), ref_parts->size()) << batch_docs << " " << threads;
     for (size_t k = 0; k < parts->size(); ++k) {
       EXPECT_EQ((*parts)[k].records, (*ref_parts)[k].records) << batch_docs << " " << k;
       EXPECT_EQ(*ReadFileToString(Env::Default(), (*parts)[k].path),
                 *ReadFileToString(Env::Default(), (*ref_parts)[k].path))
-          << batch_docs << " " << k;
+          << batch_docs << " " << threads << " " << k;
     }
   }
 }

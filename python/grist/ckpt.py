@@ -261,12 +261,21 @@ def _build_index(globals_, parts):
             shards.setdefault(name, []).append({"rank": rank, "offsets": offs, "lengths": lens,
                                                 "begin": b, "end": e})
     index = []
+    unwritten = []
     for name, code, shape in globals_:
         index.append({"name": name, "dtype": _DTYPE_NAMES[code], "shape": shape,
                       "shards": shards.pop(name, [])})
-    if shards:
-        raise GristError(f"grist.ckpt: ranks hold tensors rank 0 does not ({sorted(shards)[:3]}): "
-                         "every rank must save the same state dict keys")
+        if not index[-1]["shards"] and all(n > 0 for n in shape):
+            unwritten.append(name)  # its chosen writer (a rank that lacks it) wrote nothing
+    if shards or unwritten:
+        what = (f"ranks hold tensors rank 0 does not ({sorted(shards)[:3]})" if shards else
+                f"rank 0 holds tensors that not every rank holds ({unwritten[:3]})")
+        raise GristError(
+            f"grist.ckpt: {what}: every rank must save the same state dict keys (a plain tensor is "
+            "written by one rank, chosen by its name). For state that differs per rank, such as "
+            "pipeline stages' parameters, save through DCP with grist's storage, "
+            "dcp.save(sd, storage_writer=grist.ckpt.StorageWriter(path)), whose planner gathers "
+            "every rank's keys; or make the keys per rank")
     return index
 
 

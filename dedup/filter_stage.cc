@@ -165,7 +165,10 @@ absl::Status RunFilter(Ctx& c) {
     }
   }
   OutputOptions output = c.opt.output;
-  output.compress_threads = c.pool->size();  // the parts' zstd off the single writer's path
+  // The parts' zstd off the single writer's path: a compressing thread holds about 4 MB (its
+  // frame, its output, its zstd context) in each of the two writers, within the budget.
+  output.compress_threads = static_cast<int>(
+      std::clamp<uint64_t>(c.opt.memory_limit / (32ull << 20), 1, std::max(1, c.pool->size())));
   ASSIGN_OR_RETURN(auto kept_w, RecordWriter::Open(c.env, c.output_dir, prefix, output));
   ASSIGN_OR_RETURN(auto removed_w, RecordWriter::Open(c.env, removed_dir, prefix, output));
 

@@ -135,3 +135,33 @@ def require_test_hooks(test):
                       "(configure with -DGRIST_TEST_HOOKS=ON)")
         test.skipTest("the test hooks are compiled out (GRIST_TEST_HOOKS=OFF; scripts/test.sh "
                       "configures with -DGRIST_TEST_HOOKS=ON)")
+
+
+def run_ranks(fn, world, root, timeout=300):
+    """Runs fn(rank, world, init_file, root, queue) in `world` spawned processes (init_file: a
+    file:// rendezvous in root for torch.distributed) and returns what they put on the queue,
+    sorted by its first item (the rank). Stops waiting at `timeout` seconds, or as soon as every
+    rank still alive has reported (a rank that died puts nothing); kills what is left."""
+    import time
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    init_file = os.path.join(root, f"init-{fn.__name__}")
+    procs = [ctx.Process(target=fn, args=(r, world, init_file, root, q)) for r in range(world)]
+    for p in procs:
+        p.start()
+    out = []
+    try:
+        deadline = time.monotonic() + timeout
+        alive = world
+        while len(out) < alive and time.monotonic() < deadline:
+            try:
+                out.append(q.get(timeout=1))
+            except Exception:
+                alive = world - sum(1 for p in procs if p.exitcode not in (None, 0))
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return sorted(out, key=lambda r: r[0])

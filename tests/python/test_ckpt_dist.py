@@ -20,16 +20,19 @@ most of it spawning processes that import torch).
 import contextlib
 import json
 import os
+import sys
 import tempfile
 import time
 import traceback
 import unittest
 
 import torch
-import torch.multiprocessing as mp
 import xxhash
 
 from grist import ckpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
 
 VOCAB, DIM, HIDDEN = 61, 32, 50  # odd sizes: FSDP2's shards of them are uneven
 GEO_ROWS, GEO_COLS = 2048, 1024  # the byte-range tensor: 8 MiB of float32, 2 MiB per world-4 rank
@@ -566,28 +569,7 @@ def _stages2(rank, world, init_file, root, q):
         dist.destroy_process_group()
 
 
-def run_ranks(fn, world, root, timeout=300):
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    init_file = os.path.join(root, f"init-{fn.__name__}")
-    procs = [ctx.Process(target=fn, args=(r, world, init_file, root, q)) for r in range(world)]
-    for p in procs:
-        p.start()
-    out = []
-    try:
-        deadline = time.monotonic() + timeout
-        alive = world
-        while len(out) < alive and time.monotonic() < deadline:
-            try:
-                out.append(q.get(timeout=1))
-            except Exception:
-                alive = world - sum(1 for p in procs if p.exitcode not in (None, 0))
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-    return sorted(out, key=lambda r: r[0])
+run_ranks = kit.run_ranks
 
 
 def rank_file_tensors(path, rank):

@@ -22,7 +22,6 @@ import traceback
 import unittest
 
 import torch
-import torch.multiprocessing as mp
 
 from grist import ckpt
 
@@ -140,28 +139,7 @@ def _rank1_killed(rank, world, init_file, root, q):
         os._exit(0)
 
 
-def run_ranks(fn, world, root, timeout=300):
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    init_file = os.path.join(root, f"init-{fn.__name__}")
-    procs = [ctx.Process(target=fn, args=(r, world, init_file, root, q)) for r in range(world)]
-    for p in procs:
-        p.start()
-    out = []
-    try:
-        deadline = time.monotonic() + timeout
-        alive = world
-        while len(out) < alive and time.monotonic() < deadline:
-            try:
-                out.append(q.get(timeout=1))
-            except Exception:
-                alive = world - sum(1 for p in procs if p.exitcode not in (None, 0))
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-    return sorted(out, key=lambda r: r[0])
+run_ranks = kit.run_ranks
 
 
 class FailingRankTest(unittest.TestCase):

@@ -11,8 +11,8 @@
 #   3. each libFuzzer target for a bounded time (GRIST_FUZZ_SECONDS, default 60, for the record
 #      readers; GRIST_FUZZ_TRUSTED_SECONDS, default 20, for the readers of grist's own files), from
 #      a seed corpus of valid inputs made here;
-#   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites
-#      (scripts/tsan.sh; GRIST_SKIP_TSAN=1 skips).
+#   4. ThreadSanitizer builds and runs of the loader and checkpoint-writer suites and the record
+#      writer's tests (scripts/tsan.sh; GRIST_SKIP_TSAN=1 skips).
 # Environment: GRIST_ASAN_BUILD_DIR (default build-asan), GRIST_JOBS, GRIST_FUZZ_SECONDS,
 # GRIST_SANITIZER_LABELS (ctest -L regex, default: every suite), GRIST_SANITIZER_EXCLUDE (ctest -E
 # regex of tests too slow under the sanitizers, or whose memory bound ASan's shadow memory breaks;
@@ -118,9 +118,9 @@ for f in "${TRUSTED[@]}"; do
   "$BUILD/fuzz/$f" -max_total_time="$TRUSTED_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
 done
-# ThreadSanitizer over the two multi-threaded runtimes (one TSan build folder, shared).
+# ThreadSanitizer over the multi-threaded runtimes (one TSan build folder, shared).
 if [[ "${GRIST_SKIP_TSAN:-0}" != 1 ]]; then
-  stage "ThreadSanitizer: loader and checkpoint writer"
-  scripts/tsan.sh loader ckptio
+  stage "ThreadSanitizer: loader, checkpoint writer, record writer"
+  scripts/tsan.sh loader ckptio records
 fi
 echo "test_extra: sanitizers and fuzzers passed"

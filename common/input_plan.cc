@@ -175,6 +175,9 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
         lines += fr.records;
         if (bytes >= target_bytes || k + 1 == frames->size()) {
           const bool last = k + 1 == frames->size();
+          // The last split counts the file to its end, index frame included: split bytes add up
+          // to the file's size, which is what a progress total of file sizes counts.
+          if (last) bytes = f.size - begin;
           splits.push_back({i, begin, last ? UINT64_MAX : fr.offset + fr.bytes, bytes, lines_before});
           begin = fr.offset + fr.bytes;
           lines_before += lines;

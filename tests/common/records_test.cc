@@ -419,6 +419,10 @@ TEST(RecordsTest, IndexedPartsSplitAtFrames) {
     auto splits = PlanSplits(Env::Default(), *files, split);
     ASSERT_TRUE(splits.ok());
     EXPECT_GT(splits->size(), 1u) << split;
+    // The splits' bytes add up to the file's size, index frame included (a progress total).
+    uint64_t split_bytes = 0;
+    for (const InputSplit& s : *splits) split_bytes += s.bytes;
+    EXPECT_EQ(split_bytes, (*files)[0].size) << split;
     auto r = ReadAll(path, {}, split);
     ASSERT_TRUE(r.status.ok()) << r.status;
     ASSERT_EQ(r.docs.size(), 400u) << split;

@@ -85,7 +85,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string mode
     }
   }
   t->can_cut_ = cut;
-  t->bpe_ = internal::BpeEncoder::Create(model_bytes, &t->native_why_not_);
   t->model_bytes_ = std::move(model_bytes);
   return t;
 }
@@ -100,14 +99,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::
 
 Tokenizer::~Tokenizer() = default;
 
-bool Tokenizer::native_chunk_cache() const { return bpe_ != nullptr && bpe_->chunk_cache(); }
+internal::BpeEncoder* Tokenizer::Bpe() const {
+  std::call_once(bpe_once_,
+                 [this] { bpe_ = internal::BpeEncoder::Create(model_bytes_, &native_why_not_); });
+  return bpe_.get();
+}
+
+bool Tokenizer::native_chunk_cache() const { return Bpe() != nullptr && bpe_->chunk_cache(); }
 void Tokenizer::DisableChunkCacheForTesting() {
-  if (bpe_ != nullptr) bpe_->set_use_cache(false);
+  if (Bpe() != nullptr) bpe_->set_use_cache(false);
 }
 
 absl::Status Tokenizer::EncodeRaw(std::string_view text, std::vector<int>* ids,
                                   Engine engine) const {
-  if (engine == Engine::kGrist && bpe_ != nullptr && bpe_->Encode(text, ids)) {
+  if (engine == Engine::kGrist && Bpe() != nullptr && bpe_->Encode(text, ids)) {
     return absl::OkStatus();
   }
   std::vector<int> out;
@@ -120,7 +125,7 @@ absl::Status Tokenizer::Encode(std::string_view text, const EncodeOptions& optio
                                std::vector<int>* ids) const {
   ids->clear();
   if (options.add_bos && bos_id() >= 0) ids->push_back(bos_id());
-  if (options.engine == Engine::kGrist && bpe_ != nullptr && bpe_->Encode(text, ids)) {
+  if (options.engine == Engine::kGrist && Bpe() != nullptr && bpe_->Encode(text, ids)) {
     // The native encoder takes any length at once.
   } else if (!can_cut_ || options.piece_bytes == 0 || text.size() <= options.piece_bytes) {
     RETURN_IF_ERROR(EncodeRaw(text, ids, Engine::kSentencePiece));

@@ -17,12 +17,17 @@
 // the whole-document ids (tested on real text); otherwise, or when no such space is found within
 // 4 x piece_bytes, the text is encoded whole.
 //
+// The native encoder's tables are built at the first call that needs them (an encode, native(),
+// native_why_not(), native_chunk_cache()), once, whatever the thread: loading a model to read its
+// ids, vocabulary size or bytes (validation, pack, verify) does not pay for them.
+//
 // Thread safety: a loaded Tokenizer is immutable; Encode/Decode may be called concurrently.
 #ifndef GRIST_TOKENIZE_TOKENIZER_H_
 #define GRIST_TOKENIZE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,8 +93,11 @@ class Tokenizer {
   // Whether long documents can be cut exactly (see the file comment).
   bool can_cut() const { return can_cut_; }
   // Whether grist's own encoder handles this model (see the file comment), and if not, why.
-  bool native() const { return bpe_ != nullptr; }
-  const std::string& native_why_not() const { return native_why_not_; }
+  bool native() const { return Bpe() != nullptr; }
+  const std::string& native_why_not() const {
+    Bpe();
+    return native_why_not_;
+  }
   // Whether the native encoder caches chunk encodings (tokenize/internal/bpe.h).
   bool native_chunk_cache() const;
   // Tests: encode natively without the chunk cache.
@@ -98,8 +106,11 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   std::unique_ptr<internal::Spm> sp_;
-  std::unique_ptr<internal::BpeEncoder> bpe_;
-  std::string native_why_not_;
+  // The native encoder, built at the first call (nullptr when the model is not encoded natively).
+  internal::BpeEncoder* Bpe() const;
+  mutable std::once_flag bpe_once_;
+  mutable std::unique_ptr<internal::BpeEncoder> bpe_;
+  mutable std::string native_why_not_;
   std::string model_bytes_;
   std::string model_type_;
   bool can_cut_ = false;

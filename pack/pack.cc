@@ -118,7 +118,9 @@ absl::Status Packer::Add(std::span<const int32_t> doc) {
       off += n;
       if (cur_.tokens.size() == st_) {
         RETURN_IF_ERROR(Emit(cur_));
-        cur_ = PackedSample();
+        cur_.tokens.clear();
+        cur_.segments.clear();
+        cur_.padding = 0;
         if (off < doc.size()) split = true;
       }
     }
@@ -129,50 +131,73 @@ absl::Status Packer::Add(std::span<const int32_t> doc) {
   size_t off = 0;
   bool split = doc.size() > st_;
   while (doc.size() - off >= st_ && doc.size() - off > 0) {
-    PackedSample s;
-    s.tokens.assign(doc.begin() + off, doc.begin() + off + st_);
-    s.segments.push_back(SegmentWord(st_, false));
-    RETURN_IF_ERROR(Emit(s));
+    out_.tokens.assign(doc.begin() + off, doc.begin() + off + st_);
+    out_.segments.assign(1, SegmentWord(st_, false));
+    out_.padding = 0;
+    RETURN_IF_ERROR(Emit(out_));
     off += st_;
     if (off == doc.size()) break;
   }
   if (split) stats_.documents_split++;
   if (off < doc.size()) {
-    window_.emplace_back(doc.begin() + off, doc.end());
-    window_tokens_ += doc.size() - off;
-    if (window_tokens_ >= o_.bestfit_window_tokens) RETURN_IF_ERROR(FlushWindow());
+    // The window's buffer once, at most the window and one remainder (pages are touched as
+    // tokens arrive; 256 MiB at most reserved for a larger window, which then grows).
+    if (window_.capacity() == 0) {
+      window_.reserve(std::min<uint64_t>(o_.bestfit_window_tokens + st_, uint64_t{1} << 26));
+    }
+    window_docs_.emplace_back(window_.size(), static_cast<uint32_t>(doc.size() - off));
+    window_.insert(window_.end(), doc.begin() + off, doc.end());
+    if (window_.size() >= o_.bestfit_window_tokens) RETURN_IF_ERROR(FlushWindow());
   }
   return absl::OkStatus();
 }
 
 absl::Status Packer::FlushWindow() {
-  std::vector<size_t> order(window_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return window_[a].size() > window_[b].size(); });
-  std::vector<PackedSample> bins;
-  std::multimap<uint32_t, size_t> room;  // remaining room -> bin; equal keys in creation order
-  for (size_t i : order) {
-    const auto& d = window_[i];
-    uint32_t len = static_cast<uint32_t>(d.size());
+  const size_t n = window_docs_.size();
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0u);
+  std::stable_sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
+    return window_docs_[a].second > window_docs_[b].second;
+  });
+  // Place every document first (samples as lists of documents), then assemble and emit each
+  // sample in creation order in one reused buffer.
+  constexpr uint32_t kNone = UINT32_MAX;
+  next_.assign(n, kNone);
+  bins_.clear();
+  std::vector<uint32_t> used;
+  std::multimap<uint32_t, size_t> room;  // remaining room -> sample; equal keys in creation order
+  for (uint32_t i : order_) {
+    const uint32_t len = window_docs_[i].second;
     auto it = room.lower_bound(len);
     size_t b;
     if (it == room.end()) {
-      b = bins.size();
-      bins.emplace_back();
+      b = bins_.size();
+      bins_.emplace_back(i, i);
+      used.push_back(0);
     } else {
       b = it->second;
       room.erase(it);
+      next_[bins_[b].second] = i;
+      bins_[b].second = i;
     }
-    PackedSample& s = bins[b];
-    s.tokens.insert(s.tokens.end(), d.begin(), d.end());
-    s.segments.push_back(SegmentWord(len, false));
-    uint32_t left = st_ - static_cast<uint32_t>(s.tokens.size());
+    used[b] += len;
+    const uint32_t left = st_ - used[b];
     if (left > 0) room.emplace(left, b);
   }
-  for (PackedSample& s : bins) RETURN_IF_ERROR(Emit(s));
+  for (const auto& [first, last] : bins_) {
+    out_.tokens.clear();
+    out_.segments.clear();
+    out_.padding = 0;
+    for (uint32_t d = first; d != kNone; d = next_[d]) {
+      const auto [at, len] = window_docs_[d];
+      out_.tokens.insert(out_.tokens.end(), window_.begin() + static_cast<ptrdiff_t>(at),
+                         window_.begin() + static_cast<ptrdiff_t>(at + len));
+      out_.segments.push_back(SegmentWord(len, false));
+    }
+    RETURN_IF_ERROR(Emit(out_));
+  }
   window_.clear();
-  window_tokens_ = 0;
+  window_docs_.clear();
   return absl::OkStatus();
 }
 

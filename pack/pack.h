@@ -25,6 +25,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -96,9 +97,14 @@ class Packer {
   uint32_t st_;
   // concat
   PackedSample cur_;
-  // bestfit
-  std::vector<std::vector<int32_t>> window_;
-  uint64_t window_tokens_ = 0;
+  // bestfit: the window's documents back to back in one buffer, each as (offset, length); both
+  // keep their capacity from window to window, as does the sample being assembled.
+  std::vector<int32_t> window_;
+  std::vector<std::pair<uint64_t, uint32_t>> window_docs_;
+  PackedSample out_;
+  // FlushWindow's scratch: documents in placement order, per sample its first and last document.
+  std::vector<uint32_t> order_, next_;
+  std::vector<std::pair<uint32_t, uint32_t>> bins_;
 };
 
 }  // namespace grist::pack

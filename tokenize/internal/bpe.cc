@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "common/hash.h"
 #include "common/utf8.h"
@@ -42,6 +41,44 @@ size_t TableSize(size_t n) {
   while (c < 2 * n + 2) c <<= 1;
   return c;
 }
+
+// Piece text -> id while the tables are built: open addressing over the pieces' own bytes (the
+// model's storage), a hash and an id per slot. std::unordered_map's scattered nodes made the
+// merge table's two lookups per split of every piece most of the encoder's build time.
+class PieceIndex {
+ public:
+  explicit PieceIndex(size_t n) : slots_(TableSize(n)), mask_(slots_.size() - 1) {}
+  // False when `piece` is already present (the index keeps the first id).
+  bool Insert(std::string_view piece, int id) {
+    const uint64_t h = Hash64(piece);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.id < 0) {
+        s = {h, piece, id};
+        return true;
+      }
+      if (s.hash == h && s.piece == piece) return false;
+    }
+  }
+  // The id of `piece`, -1 when absent.
+  int Find(std::string_view piece) const {
+    const uint64_t h = Hash64(piece);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == h && s.piece == piece) return s.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    std::string_view piece;
+    int id = -1;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_;
+};
 
 }  // namespace
 
@@ -165,8 +202,9 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   e->byte_fallback_ = f.byte_fallback;
   e->space_ = f.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   const int n = static_cast<int>(f.pieces.size());
-  std::unordered_map<std::string_view, int> normal;  // NORMAL and USER_DEFINED: SentencePiece's pieces_
-  std::unordered_set<std::string_view> seen;
+  // NORMAL and USER_DEFINED pieces (SentencePiece's pieces_), by text and in id order; every piece.
+  PieceIndex normal(n), all(n);
+  std::vector<std::pair<std::string_view, int>> normal_ids;
   std::vector<std::string> user_strings;
   e->unk_id_ = -1;
   e->is_user_.assign(n, false);
@@ -176,7 +214,7 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
       *why_not = "an empty piece";
       return nullptr;
     }
-    if (!seen.insert(p.piece).second) {
+    if (!all.Insert(p.piece, i)) {
       *why_not = "piece '" + p.piece + "' is given twice";
       return nullptr;
     }
@@ -190,10 +228,12 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
         *why_not = "the model has UNUSED pieces";
         return nullptr;
       case PieceType::kNormal:
-        normal.emplace(p.piece, i);
+        normal.Insert(p.piece, i);
+        normal_ids.emplace_back(p.piece, i);
         break;
       case PieceType::kUserDefined:
-        normal.emplace(p.piece, i);
+        normal.Insert(p.piece, i);
+        normal_ids.emplace_back(p.piece, i);
         e->is_user_[i] = true;
         user_strings.push_back(p.piece);
         break;
@@ -224,23 +264,20 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   if (e->normalizer_ == nullptr) return nullptr;
 
   // Byte fallback ids: PieceToId("<0xNN>"), <unk> when absent.
-  std::unordered_map<std::string_view, int> all;
-  for (int i = 0; i < n; ++i) all.emplace(f.pieces[i].piece, i);
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    auto it = all.find(name);
-    e->byte_id_[b] = it == all.end() ? e->unk_id_ : it->second;
+    const int id = all.Find(name);
+    e->byte_id_[b] = id < 0 ? e->unk_id_ : id;
   }
   size_t single = 0;
   for (int c = 0; c < 128; ++c) {
     char ch = static_cast<char>(c);
-    auto it = normal.find(std::string_view(&ch, 1));
-    e->ascii_id_[c] = it == normal.end() ? -1 : it->second;
+    e->ascii_id_[c] = normal.Find(std::string_view(&ch, 1));
   }
-  for (const auto& [s, id] : normal) single += s.size() <= 4;
+  for (const auto& [s, id] : normal_ids) single += s.size() <= 4;
   e->chars_ = std::make_unique<CharTable>(single);
-  for (const auto& [s, id] : normal) {
+  for (const auto& [s, id] : normal_ids) {
     if (s.size() <= 4 && OneCharLen(static_cast<unsigned char>(s[0])) == s.size()) {
       e->chars_->Insert(s, id);
     }
@@ -248,11 +285,11 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
 
   // The merge table: every split of a piece into two pieces at a character boundary.
   size_t splits = 0;
-  for (const auto& [s, id] : normal) splits += s.size();
+  for (const auto& [s, id] : normal_ids) splits += s.size();
   e->pairs_ = std::make_unique<PairTable>(splits);
   bool cache_ok = true;
   const std::string_view sp = e->space_;
-  for (const auto& [s, id] : normal) {
+  for (const auto& [s, id] : normal_ids) {
     for (size_t pos = s.find(sp, 1); pos != std::string_view::npos; pos = s.find(sp, pos + 1)) {
       if (pos < sp.size() || s.compare(pos - sp.size(), sp.size(), sp) != 0) cache_ok = false;
     }
@@ -263,15 +300,15 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     for (size_t cut = OneCharLen(static_cast<unsigned char>(s[0])); cut < s.size();
          cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
       std::string_view a = s.substr(0, cut), b = s.substr(cut);
-      auto ia = normal.find(a), ib = normal.find(b);
+      const int ia = normal.Find(a), ib = normal.Find(b);
       auto is_char = [](std::string_view x) {
         return OneCharLen(static_cast<unsigned char>(x[0])) == x.size();
       };
-      if (ia != normal.end() && ib != normal.end()) {
-        if (!e->is_user_[ia->second] && !e->is_user_[ib->second]) {
-          e->pairs_->Insert(ia->second, ib->second, Pair{id, f.pieces[id].score});
+      if (ia >= 0 && ib >= 0) {
+        if (!e->is_user_[ia] && !e->is_user_[ib]) {
+          e->pairs_->Insert(ia, ib, Pair{id, f.pieces[id].score});
         }
-      } else if ((ia != normal.end() || is_char(a)) && (ib != normal.end() || is_char(b))) {
+      } else if ((ia >= 0 || is_char(a)) && (ib >= 0 || is_char(b))) {
         *why_not = "piece '" + std::string(s) + "' merges from a character outside the vocabulary";
         return nullptr;
       }
@@ -279,7 +316,7 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   }
   e->chunk_cache_ = cache_ok;
   e->use_cache_ = cache_ok;
-  for (const auto& u : user_strings) e->user_ids_.emplace(u, normal.at(u));
+  for (const auto& u : user_strings) e->user_ids_.emplace(u, normal.Find(u));
   return e;
 }
 

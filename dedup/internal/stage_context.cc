@@ -115,9 +115,13 @@ Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scrat
 
 // How many input splits the stages that read documents (signatures, the verification spill,
 // filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
-// (split_bytes each), and at least one.
+// (counted as the largest planned split each, not the split_bytes cap: the splits are planned
+// finer, and a window of the cap's count held 16 threads to one split each, every thread that
+// finished waiting for the oldest split to be written), and at least one.
 size_t SplitWindow(const Ctx& c, int per_thread) {
-  const uint64_t by_budget = c.opt.memory_limit / 4 / c.opt.split_bytes;
+  uint64_t largest = 1;
+  for (const InputSplit& s : c.splits) largest = std::max(largest, s.bytes);
+  const uint64_t by_budget = c.opt.memory_limit / 4 / std::min(largest, c.opt.split_bytes);
   const uint64_t by_threads = static_cast<uint64_t>(per_thread) * std::max(1, c.pool->size());
   return static_cast<size_t>(std::max<uint64_t>(1, std::min(by_budget, by_threads)));
 }

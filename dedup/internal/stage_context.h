@@ -110,7 +110,7 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
 
 // How many input splits the stages that read documents (signatures, the verification spill,
 // filter) keep in flight: two per thread, but at most a quarter of the budget's worth of input
-// (split_bytes each), and at least one.
+// (the largest planned split each, split_bytes at most), and at least one.
 size_t SplitWindow(const Ctx& c, int per_thread);
 
 // Global indices of the splits task `task` of `tasks` processes.

@@ -970,5 +970,33 @@ TEST(ExactHash, EqualsTheHashOfNormalizeForExactWithScratchReused) {
   }
 }
 
+// The stages that read documents keep two splits per thread in flight, counting the budget in
+// the splits actually planned: 2 MB of input is cut into 64 KiB splits, far below the split_bytes
+// cap (1 GiB / 32 capped at 16 MiB; 64 MiB / 32 = 2 MiB), whose count held 16 threads to one
+// split each at the default budget and to 8 in all at 64 MB.
+TEST(SplitWindow, TwoSplitsPerThreadWhenThePlannedSplitsFitTheBudget) {
+  TempDir t;
+  std::string jsonl;
+  Rng rng(5);
+  while (jsonl.size() < (2u << 20)) {
+    jsonl += "{\"text\": \"";
+    for (int w = 0; w < 200; ++w) absl::StrAppend(&jsonl, w ? " " : "", "w", rng.Uniform(5000));
+    jsonl += "\"}\n";
+  }
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("in.jsonl"), jsonl).ok());
+  for (uint64_t budget : {uint64_t{1} << 30, uint64_t{64} << 20}) {
+    DedupOptions o;
+    o.memory_limit = budget;
+    RunOptions run;
+    run.threads = 16;
+    auto c = internal::MakeCtx(Env::Default(), {t.Join("in.jsonl")}, t.Join("out"), o, run);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_GT(c->splits.size(), 16u);
+    for (const InputSplit& s : c->splits) ASSERT_LE(s.bytes, uint64_t{64} << 10);
+    EXPECT_EQ(internal::SplitWindow(*c, 2), 32u) << budget;
+    EXPECT_EQ(internal::SplitWindow(*c, 1), 16u) << budget;
+  }
+}
+
 }  // namespace
 }  // namespace grist::dedup

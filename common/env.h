@@ -48,7 +48,17 @@ class WritableFile {
   virtual absl::Status Close() = 0;
   virtual uint64_t Size() const = 0;
   virtual const std::string& path() const = 0;
+  // For a file that will be synced: starts writing what was appended to the device every `bytes`
+  // bytes (Linux sync_file_range(SYNC_FILE_RANGE_WRITE): begun, not waited for), so that Sync()
+  // waits only for the rest instead of flushing the whole file at the end. 0 (the default) leaves
+  // write-back to the kernel. A hint: it makes nothing durable and never fails; Sync() reports
+  // any write error.
+  virtual void SetWritebackBytes(uint64_t bytes) { (void)bytes; }
 };
+
+// The write-back step of the large outputs that are synced when finished (shards, token files,
+// document parts): a sync at the end then waits for at most about this much.
+inline constexpr uint64_t kWritebackBytes = 8ull << 20;
 
 class Env {
  public:

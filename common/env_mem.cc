@@ -307,6 +307,7 @@ class FaultWritableFile : public WritableFile {
   absl::Status Close() override { return base_->Close(); }
   uint64_t Size() const override { return base_->Size(); }
   const std::string& path() const override { return base_->path(); }
+  void SetWritebackBytes(uint64_t bytes) override { base_->SetWritebackBytes(bytes); }
 
  private:
   std::unique_ptr<WritableFile> base_;

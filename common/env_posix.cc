@@ -104,6 +104,7 @@ class PosixWritableFile : public WritableFile {
   }
   uint64_t Size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  void SetWritebackBytes(uint64_t bytes) override { writeback_bytes_ = bytes; }
 
  private:
   static constexpr size_t kBufSize = 1 << 20;
@@ -115,6 +116,13 @@ class PosixWritableFile : public WritableFile {
         return PathError(errno, "write", path_);
       }
       data.remove_prefix(static_cast<size_t>(w));
+      written_ += static_cast<uint64_t>(w);
+    }
+    if (writeback_bytes_ > 0 && written_ - writeback_from_ >= writeback_bytes_) {
+      // Errors are left to Sync(): the range is only a head start for it.
+      (void)::sync_file_range(fd_, static_cast<off_t>(writeback_from_),
+                              static_cast<off_t>(written_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+      writeback_from_ = written_;
     }
     return absl::OkStatus();
   }
@@ -122,6 +130,9 @@ class PosixWritableFile : public WritableFile {
   int fd_;
   uint64_t size_ = 0;
   std::string buf_;
+  uint64_t written_ = 0;         // bytes written to fd_
+  uint64_t writeback_bytes_ = 0;  // SetWritebackBytes
+  uint64_t writeback_from_ = 0;   // where the next write-back range starts
 };
 
 class PosixEnv : public Env {

@@ -234,6 +234,7 @@ class ZstdRecordWriter : public RecordWriter {
     final_path_ = JoinPath(dir_, absl::StrCat(prefix_, "-", num, ".jsonl.zst"));
     tmp_path_ = final_path_ + ".tmp";
     ASSIGN_OR_RETURN(file_, env_->NewWritableFile(tmp_path_));
+    file_->SetWritebackBytes(kWritebackBytes);
     part_raw_ = part_records_ = 0;
     index_.clear();
     return absl::OkStatus();

@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Open
   w->prefix_ = std::move(prefix);
   w->dtype_ = dtype_bytes == 2 ? TokenDtype::kUint16 : TokenDtype::kInt32;
   ASSIGN_OR_RETURN(w->bin_, env->NewWritableFile(w->prefix_ + ".bin.tmp"));
+  w->bin_->SetWritebackBytes(kWritebackBytes);
   return w;
 }
 

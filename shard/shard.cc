@@ -176,6 +176,7 @@ absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Open(Env* env, std::st
   im.sample_tokens = sample_tokens;
   im.dtype = dtype;
   ASSIGN_OR_RETURN(im.bin, env->NewWritableFile(im.Path(".bin.tmp")));
+  im.bin->SetWritebackBytes(kWritebackBytes);
   return w;
 }
 

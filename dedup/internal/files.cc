@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Open(Env* env, std::stri
   ASSIGN_OR_RETURN(auto file, env->NewWritableFile(tmp));
   std::unique_ptr<FileWriter> w(new FileWriter(env, std::move(path), std::move(file)));
   w->sync_ = sync;
+  // A synced file starts its write-back as it grows, so Finish's fsync waits for the last few
+  // MiB rather than the whole file (the signatures of a stage are tens of MB, written by the one
+  // thread that orders the splits: its fsync was the stage's serial tail).
+  if (sync) w->file_->SetWritebackBytes(kWritebackBytes);
   std::string h(format::kMagic, sizeof(format::kMagic));
   PutU32(&h, format::kVersion);
   PutU32(&h, static_cast<uint32_t>(header.kind));

@@ -6,11 +6,16 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/crash_point.h"
 #include "common/hash.h"
 #include "common/input_plan.h"
@@ -29,29 +34,147 @@
 namespace grist::release::internal {
 namespace {
 
-// Appends a document to its split's Megatron document file (docs/formats/release.md,
-// "documents/"): the document's tokens as packed, then EOS as Megatron's EOD unless the document
-// already ends with it. Documents without tokens are not written. Opens the file at the first one.
-absl::Status AddMegatronDocument(Env* env, const std::string& release_dir, const std::string& split,
-                                 shard::TokenDtype dtype, int32_t eos_id,
-                                 std::vector<int32_t>* doc,
-                                 std::unique_ptr<shard::IndexedDatasetWriter>* writer,
-                                 uint64_t* eod_appended) {
-  if (doc->empty()) return absl::OkStatus();
-  if (!*writer) {
-    const std::string dir = JoinPath(release_dir, std::string(shard::kDocumentsDir));
-    RETURN_IF_ERROR(env->CreateDirs(dir));
-    ASSIGN_OR_RETURN(*writer, shard::IndexedDatasetWriter::Open(env, JoinPath(dir, split), dtype));
+// Documents of one split back to back, in their order: document i is tokens[ends[i-1], ends[i])
+// (ends[-1] = 0). The unit handed from the reading thread to the split's consumers.
+struct DocBatch {
+  std::vector<int32_t> tokens;
+  std::vector<uint64_t> ends;
+  size_t size() const { return ends.size(); }
+  std::span<const int32_t> doc(size_t i) const {
+    const uint64_t begin = i == 0 ? 0 : ends[i - 1];
+    return {tokens.data() + begin, static_cast<size_t>(ends[i] - begin)};
   }
-  const bool append = eos_id >= 0 && doc->back() != eos_id;
-  if (append) {
-    doc->push_back(eos_id);
-    ++*eod_appended;
+};
+// A batch is handed on once it holds this many tokens (4 MiB of int32).
+constexpr size_t kBatchTokens = size_t{1} << 20;
+
+// Batches are reused once every consumer has let go of theirs, so their pages are touched once
+// (fresh pages are slow to fault in on some VMs). Must outlive every batch it hands out.
+class BatchPool {
+ public:
+  BatchPool() = default;
+  BatchPool(const BatchPool&) = delete;
+  BatchPool& operator=(const BatchPool&) = delete;
+  std::shared_ptr<DocBatch> Get() {
+    std::unique_ptr<DocBatch> b;
+    {
+      absl::MutexLock l(&mu_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!b) {
+      b = std::make_unique<DocBatch>();
+      b->tokens.reserve(kBatchTokens + (kBatchTokens >> 2));
+    }
+    b->tokens.clear();
+    b->ends.clear();
+    return std::shared_ptr<DocBatch>(b.release(), [this](DocBatch* p) {
+      absl::MutexLock l(&mu_);
+      free_.emplace_back(p);
+    });
   }
-  absl::Status st = (*writer)->Add(*doc);
-  if (append) doc->pop_back();
-  return st;
-}
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<DocBatch>> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// One consumer of a split's documents in their order: its packer with the shard writer, or its
+// Megatron document writer. Threaded, it runs on its own thread behind a bounded queue, so the
+// consumers (and their final fsyncs) overlap one another and the reading; every consumer sees the
+// same documents in the same order either way, so the release's bytes do not depend on it.
+// Inline, Push consumes at once on the caller's thread (`--threads 1`).
+class Consumer {
+ public:
+  using Fn = std::function<absl::Status(const DocBatch&)>;
+  using FinishFn = std::function<absl::Status()>;
+  Consumer(Fn fn, FinishFn finish, bool threaded) : fn_(std::move(fn)), finish_(std::move(finish)) {
+    if (threaded) thread_ = std::thread([this] { Loop(); });
+  }
+  ~Consumer() { (void)Close(/*finish=*/false); }
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // Hands `b` on; blocks while kMaxQueued batches wait. Returns the consumer's error once it has
+  // one (the batch is then dropped), so the reader stops early.
+  absl::Status Push(std::shared_ptr<const DocBatch> b) {
+    absl::MutexLock l(&mu_);
+    if (!thread_.joinable()) {
+      if (status_.ok()) status_ = fn_(*b);
+      return status_;
+    }
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !status_.ok() || queue_.size() < kMaxQueued;
+    };
+    mu_.Await(absl::Condition(&room));
+    if (!status_.ok()) return status_;
+    queue_.push_back(std::move(b));
+    return absl::OkStatus();
+  }
+
+  // Consumes what is queued, runs `finish` (on the consumer's thread when threaded) and returns
+  // the first error. With finish = false (the reading failed) drops what is queued and skips
+  // `finish`. Idempotent.
+  absl::Status Close(bool finish = true) {
+    if (thread_.joinable()) {
+      {
+        absl::MutexLock l(&mu_);
+        closed_ = true;
+        if (!finish) {
+          queue_.clear();
+          if (status_.ok()) status_ = absl::CancelledError("pack: not finished");
+        }
+      }
+      thread_.join();
+      absl::MutexLock l(&mu_);
+      return status_;
+    }
+    absl::MutexLock l(&mu_);
+    if (!closed_) {
+      closed_ = true;
+      if (status_.ok()) status_ = finish ? finish_() : absl::CancelledError("pack: not finished");
+    }
+    return status_;
+  }
+
+ private:
+  static constexpr size_t kMaxQueued = 4;
+  void Loop() {
+    while (true) {
+      std::shared_ptr<const DocBatch> b;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !queue_.empty() || closed_;
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (!status_.ok()) return;  // closed without finishing
+        if (queue_.empty()) break;  // closed, all consumed
+        b = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      absl::Status st = fn_(*b);
+      if (!st.ok()) {
+        absl::MutexLock l(&mu_);
+        status_ = std::move(st);
+        queue_.clear();
+        return;
+      }
+    }
+    absl::Status st = finish_();
+    absl::MutexLock l(&mu_);
+    status_ = std::move(st);
+  }
+  Fn fn_;
+  FinishFn finish_;
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<const DocBatch>> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
 
 // Moves the whole release at `staging` to `output`. An earlier release at `output` stays in place
 // until the new one takes its name: with Env::Default() the two are swapped atomically
@@ -130,15 +253,26 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   po.pad_id = tok->pad_id() >= 0 ? tok->pad_id() : (tok->eos_id() >= 0 ? tok->eos_id() : 0);
   const shard::TokenDtype dtype = shard::DtypeForVocab(static_cast<uint64_t>(tok->vocab_size()));
   const uint32_t st = po.sample_tokens();
+  // Per split: its packer feeding its shards, and its Megatron document file (documents/<split>,
+  // docs/formats/release.md: each document's tokens as packed, then EOS as Megatron's EOD unless
+  // it already ends with it; documents without tokens are not written; the file is opened at the
+  // first document). Each of the four is a Consumer: with more than one thread they run at once.
   struct SplitState {
     std::string name;
     std::unique_ptr<shard::SplitWriter> writer;
     std::unique_ptr<pack::Packer> packer;
     uint64_t documents = 0;
-    // The split's Megatron document file (documents/<split>), opened at its first document.
     std::unique_ptr<shard::IndexedDatasetWriter> docs;
+    shard::DatasetInfo docs_info;
     uint64_t eod_appended = 0;
+    shard::SplitInfo info;
+    std::vector<int32_t> scratch;  // a document with its EOD, for the document file
+    std::unique_ptr<Consumer> pack_consumer, docs_consumer;
+    std::shared_ptr<DocBatch> batch;
   };
+  const bool threaded = o.run.threads > 1;
+  const int32_t eos_id = tok->eos_id();
+  BatchPool batches;  // before splits: outlives their consumers
   SplitState splits[2];
   for (int i = 0; i < 2; ++i) {
     SplitState& s = splits[i];
@@ -149,24 +283,93 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
     s.packer = std::make_unique<pack::Packer>(po, [w](const pack::PackedSample& p) {
       return w->Append(p.tokens, p.segments);
     });
+    s.pack_consumer = std::make_unique<Consumer>(
+        [&s](const DocBatch& b) -> absl::Status {
+          for (size_t d = 0; d < b.size(); ++d) RETURN_IF_ERROR(s.packer->Add(b.doc(d)));
+          return absl::OkStatus();
+        },
+        [&s]() -> absl::Status {
+          RETURN_IF_ERROR(s.packer->Finish());
+          ASSIGN_OR_RETURN(s.info, s.writer->Finish());
+          return absl::OkStatus();
+        },
+        threaded);
+    s.docs_consumer = std::make_unique<Consumer>(
+        [&s, env, &dir, dtype, eos_id](const DocBatch& b) -> absl::Status {
+          for (size_t d = 0; d < b.size(); ++d) {
+            std::span<const int32_t> doc = b.doc(d);
+            if (doc.empty()) continue;
+            if (!s.docs) {
+              const std::string docs_dir = JoinPath(dir, std::string(shard::kDocumentsDir));
+              RETURN_IF_ERROR(env->CreateDirs(docs_dir));
+              ASSIGN_OR_RETURN(s.docs, shard::IndexedDatasetWriter::Open(
+                                           env, JoinPath(docs_dir, s.name), dtype));
+            }
+            if (eos_id >= 0 && doc.back() != eos_id) {
+              s.scratch.assign(doc.begin(), doc.end());
+              s.scratch.push_back(eos_id);
+              ++s.eod_appended;
+              RETURN_IF_ERROR(s.docs->Add(s.scratch));
+            } else {
+              RETURN_IF_ERROR(s.docs->Add(doc));
+            }
+          }
+          return absl::OkStatus();
+        },
+        [&s]() -> absl::Status {
+          if (!s.docs) return absl::OkStatus();
+          ASSIGN_OR_RETURN(s.docs_info, s.docs->Finish());
+          return absl::OkStatus();
+        },
+        threaded);
   }
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, o.tokens_dir));
   {
     Progress prog("pack", enc_rec->summary.tokens, Progress::Unit::kCount, !o.run.progress);
-    std::vector<int32_t> doc;
-    for (const std::string& part : parts) {
-      ASSIGN_OR_RETURN(auto reader, tokenize::IndexedDatasetReader::Open(env, part));
-      for (uint64_t i = 0; i < reader->sequences(); ++i) {
-        doc.clear();
-        reader->Read(i, &doc);
-        SplitState& s = splits[bc.split.SplitOf(doc)];
-        ++s.documents;
-        RETURN_IF_ERROR(s.packer->Add(doc));
-        RETURN_IF_ERROR(AddMegatronDocument(env, dir, s.name, dtype, tok->eos_id(),
-                                            &doc, &s.docs, &s.eod_appended));
-        prog.Add(doc.size());
+    // Hands a split's batch to both its consumers; a consumer's error stops the reading.
+    auto hand_on = [](SplitState& s) -> absl::Status {
+      if (!s.batch || s.batch->size() == 0) return absl::OkStatus();
+      std::shared_ptr<const DocBatch> b = std::move(s.batch);
+      s.batch.reset();
+      RETURN_IF_ERROR(s.pack_consumer->Push(b));
+      return s.docs_consumer->Push(std::move(b));
+    };
+    absl::Status read_status = [&]() -> absl::Status {
+      for (const std::string& part : parts) {
+        ASSIGN_OR_RETURN(auto reader, tokenize::IndexedDatasetReader::Open(env, part));
+        for (uint64_t i = 0; i < reader->sequences(); ++i) {
+          // Read into the train batch, then move it to the validation batch if it belongs there.
+          SplitState& train = splits[0];
+          if (!train.batch) train.batch = batches.Get();
+          std::vector<int32_t>& t = train.batch->tokens;
+          const size_t begin = t.size();
+          reader->Read(i, &t);
+          const std::span<const int32_t> doc(t.data() + begin, t.size() - begin);
+          const size_t n = doc.size();
+          SplitState& s = splits[bc.split.SplitOf(doc)];
+          if (&s != &train) {
+            if (!s.batch) s.batch = batches.Get();
+            s.batch->tokens.insert(s.batch->tokens.end(), doc.begin(), doc.end());
+            t.resize(begin);
+          }
+          s.batch->ends.push_back(s.batch->tokens.size());
+          ++s.documents;
+          prog.Add(n);
+          if (s.batch->tokens.size() >= kBatchTokens) RETURN_IF_ERROR(hand_on(s));
+        }
       }
+      for (SplitState& s : splits) RETURN_IF_ERROR(hand_on(s));
+      return absl::OkStatus();
+    }();
+    // Every consumer is closed (joined) whatever happened, finishing its files only if the
+    // reading succeeded; the first error by a fixed order wins.
+    absl::Status first = read_status;
+    for (SplitState& s : splits) {
+      absl::Status a = s.pack_consumer->Close(read_status.ok());
+      absl::Status b = s.docs_consumer->Close(read_status.ok());
+      if (first.ok()) first = !a.ok() ? a : b;
     }
+    RETURN_IF_ERROR(first);
     prog.Finish();
   }
   shard::Manifest m;
@@ -184,11 +387,10 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   JsonWriter pj(0);
   pj.BeginObject();
   for (SplitState& s : splits) {
-    RETURN_IF_ERROR(s.packer->Finish());
-    ASSIGN_OR_RETURN(shard::SplitInfo info, s.writer->Finish());
+    shard::SplitInfo info = std::move(s.info);
     info.documents = s.documents;
     if (s.docs) {
-      ASSIGN_OR_RETURN(shard::DatasetInfo d, s.docs->Finish());
+      const shard::DatasetInfo& d = s.docs_info;
       const std::string name = absl::StrCat(std::string(shard::kDocumentsDir), "/", s.name);
       info.documents_file = shard::DocumentsFileInfo{
           name, d.sequences, d.tokens, s.eod_appended, {name + ".bin", d.bin_bytes, d.bin_xxh3_128},

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
+#include "common/check.h"
 #include "common/hash.h"
 #include "common/utf8.h"
 
@@ -14,18 +17,16 @@ namespace grist::tokenize::internal {
 namespace {
 
 constexpr int kDead = -2;  // a symbol merged into its left neighbour
-constexpr size_t kCacheKeyBytes = 30;
+constexpr size_t kCacheKeyWords = 3;  // chunks of at most 24 bytes are cached
+constexpr size_t kCacheKeyBytes = 8 * kCacheKeyWords;
 constexpr size_t kCacheIds = 8;
 
-struct Slot {
-  uint8_t key_len;  // 0: empty
-  uint8_t n_ids;
-  char key[kCacheKeyBytes];
-  int32_t ids[kCacheIds];
-};
-static_assert(sizeof(Slot) == BpeEncoder::kCacheSlotBytes);
-
-std::atomic<uint64_t> g_serial{0};
+// A cache slot: eight 64-bit words, read and written through std::atomic_ref as a seqlock.
+// Word 0: the version (low 32 bits; odd while a writer fills the slot), the key's length (bits
+// 32-39, 0 for an empty slot) and the id count (bits 40-47); words 1-3: the key, zero-padded;
+// words 4-7: the ids, two per word.
+constexpr size_t kSlotWords = 1 + kCacheKeyWords + kCacheIds / 2;
+static_assert(kSlotWords * 8 == BpeEncoder::kCacheSlotBytes);
 
 uint64_t Mix(uint64_t x) {
   x ^= x >> 33;
@@ -168,11 +169,76 @@ struct BpeEncoder::Scratch {
     int left, right;
     int lid, rid, mid;
   };
-  uint64_t owner = 0;
   std::string norm;
   std::vector<Sym> syms;
   std::vector<Cand> heap;
-  std::unique_ptr<Slot[]> cache;
+};
+
+// The encoder's chunk cache, shared by every thread that encodes with it (bpe.h): a direct-mapped
+// table of seqlocked slots. A reader copies a slot and keeps it only if its version was even and
+// unchanged around the copy, so it never uses a slot being written; a writer takes a slot by
+// moving its version from even to odd and gives up if another writer holds it. Every slot holds
+// the exact ids of its key (see Encode), so what the cache holds changes speed, never ids.
+class BpeEncoder::ChunkCache {
+ public:
+  ChunkCache() : words_(static_cast<uint64_t*>(std::aligned_alloc(64, kCacheSlots * 64))) {
+    GRIST_CHECK(words_ != nullptr, "BPE chunk cache: out of memory");
+    std::memset(words_, 0, kCacheSlots * 64);
+  }
+  ~ChunkCache() { std::free(words_); }
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  // Appends the cached ids of the chunk whose zero-padded key words are `key` (length `len`,
+  // hash `h`) to *ids; false on a miss.
+  bool Find(uint64_t h, const uint64_t* key, size_t len, std::vector<int>* ids) const {
+    uint64_t* slot = words_ + (h & (kCacheSlots - 1)) * kSlotWords;
+    const uint64_t w0 = std::atomic_ref<uint64_t>(slot[0]).load(std::memory_order_acquire);
+    if ((w0 & 1) != 0 || ((w0 >> 32) & 0xff) != len) return false;
+    uint64_t copy[kSlotWords - 1];
+    for (size_t i = 1; i < kSlotWords; ++i) {
+      copy[i - 1] = std::atomic_ref<uint64_t>(slot[i]).load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (std::atomic_ref<uint64_t>(slot[0]).load(std::memory_order_relaxed) != w0) return false;
+    for (size_t i = 0; i < kCacheKeyWords; ++i) {
+      if (copy[i] != key[i]) return false;
+    }
+    const size_t n = (w0 >> 40) & 0xff;
+    int32_t got[kCacheIds];
+    std::memcpy(got, copy + kCacheKeyWords, sizeof(got));
+    ids->insert(ids->end(), got, got + n);
+    return true;
+  }
+
+  // Stores ids[0, n) (n <= kCacheIds) for the key, unless another writer holds the slot.
+  void Store(uint64_t h, const uint64_t* key, size_t len, const int* from, size_t n) {
+    uint64_t* slot = words_ + (h & (kCacheSlots - 1)) * kSlotWords;
+    std::atomic_ref<uint64_t> head(slot[0]);
+    uint64_t w0 = head.load(std::memory_order_relaxed);
+    if ((w0 & 1) != 0) return;
+    const uint32_t version = static_cast<uint32_t>(w0);
+    if (!head.compare_exchange_strong(w0, (w0 & ~uint64_t{0xffffffff}) | (version + 1),
+                                      std::memory_order_acquire, std::memory_order_relaxed)) {
+      return;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    int32_t packed[kCacheIds] = {};
+    std::copy(from, from + n, packed);
+    uint64_t idw[kCacheIds / 2];
+    std::memcpy(idw, packed, sizeof(idw));
+    for (size_t i = 0; i < kCacheKeyWords; ++i) {
+      std::atomic_ref<uint64_t>(slot[1 + i]).store(key[i], std::memory_order_relaxed);
+    }
+    for (size_t i = 0; i < kCacheIds / 2; ++i) {
+      std::atomic_ref<uint64_t>(slot[1 + kCacheKeyWords + i]).store(idw[i], std::memory_order_relaxed);
+    }
+    head.store(static_cast<uint32_t>(version + 2) | (uint64_t{len} << 32) | (uint64_t{n} << 40),
+               std::memory_order_release);
+  }
+
+ private:
+  uint64_t* words_;
 };
 
 BpeEncoder::BpeEncoder() = default;
@@ -198,7 +264,6 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     return nullptr;
   }
   auto e = std::unique_ptr<BpeEncoder>(new BpeEncoder());
-  e->serial_ = ++g_serial;
   e->byte_fallback_ = f.byte_fallback;
   e->space_ = f.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   const int n = static_cast<int>(f.pieces.size());
@@ -405,14 +470,8 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
     EncodeSpan(s, sc, ids, &prev_unk);
     return true;
   }
-  if (sc->cache == nullptr) {
-    sc->cache.reset(new Slot[kCacheSlots]);
-    std::memset(static_cast<void*>(sc->cache.get()), 0, kCacheSlots * sizeof(Slot));
-    sc->owner = serial_;
-  } else if (sc->owner != serial_) {
-    std::memset(static_cast<void*>(sc->cache.get()), 0, kCacheSlots * sizeof(Slot));
-    sc->owner = serial_;
-  }
+  std::call_once(cache_once_, [this] { cache_ = std::make_unique<ChunkCache>(); });
+  ChunkCache& cache = *cache_;
   const std::string_view sp = space_;
   const size_t L = sp.size();
   size_t pos = 0;
@@ -440,9 +499,10 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
       EncodeSpan(chunk, sc, ids, &prev_unk);
       continue;
     }
-    Slot& slot = sc->cache[Hash64(chunk) & (kCacheSlots - 1)];
-    if (slot.key_len == chunk.size() && std::memcmp(slot.key, chunk.data(), chunk.size()) == 0) {
-      ids->insert(ids->end(), slot.ids, slot.ids + slot.n_ids);
+    uint64_t key[kCacheKeyWords] = {};
+    std::memcpy(key, chunk.data(), chunk.size());
+    const uint64_t h = Hash64(chunk);
+    if (cache.Find(h, key, chunk.size(), ids)) {
       prev_unk = false;
       continue;
     }
@@ -455,10 +515,7 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
       if (unk_before) continue;
       if (std::find(ids->begin() + before, ids->end(), unk_id_) != ids->end()) continue;
     }
-    slot.key_len = static_cast<uint8_t>(chunk.size());
-    slot.n_ids = static_cast<uint8_t>(got);
-    std::memcpy(slot.key, chunk.data(), chunk.size());
-    std::copy(ids->begin() + before, ids->end(), slot.ids);
+    cache.Store(h, key, chunk.size(), ids->data() + before, got);
   }
   return true;
 }

@@ -191,6 +191,63 @@ TEST(BpeTest, ExactOnGeneratedTextForEveryModelVariant) {
   }
 }
 
+// The chunk cache is shared by the threads that encode with one model (tokenize/internal/bpe.h):
+// eight threads encoding the same documents at once, each from another starting point, over more
+// distinct chunks than the cache has room for (so slots are overwritten while others read them),
+// give every document exactly the ids of an encoder without the cache.
+TEST(BpeTest, SharedChunkCacheGivesExactIdsUnderConcurrentWritesAndEvictions) {
+  const std::string model = TrainBytes(
+      "bytefallback_splitdigits",
+      {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+       {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
+      TrainingLines(1));
+  ASSERT_FALSE(model.empty());
+  auto cached = Tokenizer::FromBytes(model, "cached");
+  auto plain = Tokenizer::FromBytes(model, "plain");
+  ASSERT_TRUE(cached.ok() && plain.ok());
+  ASSERT_TRUE((*cached)->native_chunk_cache()) << (*cached)->native_why_not();
+  (*plain)->DisableChunkCacheForTesting();
+  // 80,000 distinct words of 2-12 letters (and some digits and non-ASCII), each used three times,
+  // in 1,200 documents: about 1.4 MB, a third of the cache's slots taken by more than one chunk.
+  Rng rng(17);
+  std::vector<std::string> words;
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  for (int i = 0; i < 80000; ++i) {
+    std::string w;
+    const size_t len = 2 + rng.Uniform(11);
+    for (size_t k = 0; k < len; ++k) w.push_back(letters[rng.Uniform(letters.size())]);
+    if (i % 97 == 0) w += "\xc3\xa9";
+    words.push_back(std::move(w));
+  }
+  std::vector<std::string> docs(1200);
+  for (int rep = 0; rep < 3; ++rep) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      std::string& d = docs[rng.Uniform(docs.size())];
+      if (!d.empty()) d.push_back(rng.Uniform(8) == 0 ? '\n' : ' ');
+      d += words[i];
+    }
+  }
+  std::vector<std::vector<int>> want(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    ASSERT_TRUE((*plain)->EncodeRaw(docs[i], &want[i], Engine::kGrist).ok());
+  }
+  constexpr int kThreads = 8;
+  std::vector<size_t> bad(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<int> ids;
+      for (size_t k = 0; k < docs.size(); ++k) {
+        const size_t i = (k + t * docs.size() / kThreads) % docs.size();
+        ids.clear();
+        if (!(*cached)->EncodeRaw(docs[i], &ids, Engine::kGrist).ok() || ids != want[i]) ++bad[t];
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0u) << "thread " << t;
+}
+
 TEST(BpeTest, LongRunsAndControlCharacters) {
   auto tok = Train("long_runs", {{"vocab_size", "2400"}, {"byte_fallback", "true"},
                     {"remove_extra_whitespaces", "false"}, {"allow_whitespace_only_pieces", "true"},

@@ -1,12 +1,14 @@
 #include "tokenize/internal/bpe.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <mutex>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 #include "common/check.h"
@@ -181,11 +183,14 @@ struct BpeEncoder::Scratch {
 // the exact ids of its key (see Encode), so what the cache holds changes speed, never ids.
 class BpeEncoder::ChunkCache {
  public:
-  ChunkCache() : words_(static_cast<uint64_t*>(std::aligned_alloc(64, kCacheSlots * 64))) {
-    GRIST_CHECK(words_ != nullptr, "BPE chunk cache: out of memory");
-    std::memset(words_, 0, kCacheSlots * 64);
+  // Anonymous pages: zero until touched, faulted in by the threads that touch them rather than
+  // zeroed up front by the first encoding thread while the others wait for it.
+  ChunkCache() {
+    void* p = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    GRIST_CHECK(p != MAP_FAILED, "BPE chunk cache: out of memory");
+    words_ = static_cast<uint64_t*>(p);
   }
-  ~ChunkCache() { std::free(words_); }
+  ~ChunkCache() { ::munmap(words_, kBytes); }
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
 
@@ -238,7 +243,8 @@ class BpeEncoder::ChunkCache {
   }
 
  private:
-  uint64_t* words_;
+  static constexpr size_t kBytes = kCacheSlots * kSlotWords * 8;
+  uint64_t* words_ = nullptr;
 };
 
 BpeEncoder::BpeEncoder() = default;

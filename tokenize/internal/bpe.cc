@@ -30,6 +30,15 @@ constexpr size_t kCacheIds = 8;
 constexpr size_t kSlotWords = 1 + kCacheKeyWords + kCacheIds / 2;
 static_assert(kSlotWords * 8 == BpeEncoder::kCacheSlotBytes);
 
+std::atomic<uint64_t> g_serial{0};
+
+// Copies n ids (n <= kCacheIds) into the four id words of a slot.
+inline void PackIds(const int* from, size_t n, uint64_t* words) {
+  int32_t packed[kCacheIds] = {};
+  std::copy(from, from + n, packed);
+  std::memcpy(words, packed, sizeof(packed));
+}
+
 uint64_t Mix(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -172,6 +181,11 @@ struct BpeEncoder::Scratch {
     int lid, rid, mid;
   };
   std::string norm;
+  // The thread's front cache (bpe.h): kFrontSlots slots laid out as the shared cache's, in plain
+  // memory, word 0 holding only the key's length and the id count; front_owner is the serial of
+  // the encoder that filled it (0: none).
+  std::unique_ptr<uint64_t[]> front;
+  uint64_t front_owner = 0;
   std::vector<Sym> syms;
   std::vector<Cand> heap;
 };
@@ -228,10 +242,8 @@ class BpeEncoder::ChunkCache {
       return;
     }
     std::atomic_thread_fence(std::memory_order_release);
-    int32_t packed[kCacheIds] = {};
-    std::copy(from, from + n, packed);
     uint64_t idw[kCacheIds / 2];
-    std::memcpy(idw, packed, sizeof(idw));
+    PackIds(from, n, idw);
     for (size_t i = 0; i < kCacheKeyWords; ++i) {
       std::atomic_ref<uint64_t>(slot[1 + i]).store(key[i], std::memory_order_relaxed);
     }
@@ -270,6 +282,7 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     return nullptr;
   }
   auto e = std::unique_ptr<BpeEncoder>(new BpeEncoder());
+  e->serial_ = ++g_serial;
   e->byte_fallback_ = f.byte_fallback;
   e->space_ = f.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   const int n = static_cast<int>(f.pieces.size());
@@ -478,6 +491,17 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
   }
   std::call_once(cache_once_, [this] { cache_ = std::make_unique<ChunkCache>(); });
   ChunkCache& cache = *cache_;
+  if (sc->front == nullptr) sc->front.reset(new uint64_t[kFrontSlots * kSlotWords]);
+  if (sc->front_owner != serial_) {
+    std::fill_n(sc->front.get(), kFrontSlots * kSlotWords, uint64_t{0});
+    sc->front_owner = serial_;
+  }
+  // Fills a front slot with the key and the ids just appended at `from`.
+  auto fill_front = [](uint64_t* f, const uint64_t* key, size_t len, const int* from, size_t n) {
+    f[0] = len | (n << 8);
+    std::copy(key, key + kCacheKeyWords, f + 1);
+    PackIds(from, n, f + 1 + kCacheKeyWords);
+  };
   const std::string_view sp = space_;
   const size_t L = sp.size();
   size_t pos = 0;
@@ -508,7 +532,17 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
     uint64_t key[kCacheKeyWords] = {};
     std::memcpy(key, chunk.data(), chunk.size());
     const uint64_t h = Hash64(chunk);
+    uint64_t* f = sc->front.get() + (h & (kFrontSlots - 1)) * kSlotWords;
+    if ((f[0] & 0xff) == chunk.size() && f[1] == key[0] && f[2] == key[1] && f[3] == key[2]) {
+      int32_t got[kCacheIds];
+      std::memcpy(got, f + 1 + kCacheKeyWords, sizeof(got));
+      ids->insert(ids->end(), got, got + ((f[0] >> 8) & 0xff));
+      prev_unk = false;
+      continue;
+    }
+    const size_t found_at = ids->size();
     if (cache.Find(h, key, chunk.size(), ids)) {
+      fill_front(f, key, chunk.size(), ids->data() + found_at, ids->size() - found_at);
       prev_unk = false;
       continue;
     }
@@ -522,6 +556,7 @@ bool BpeEncoder::Encode(std::string_view text, std::vector<int>* ids) const {
       if (std::find(ids->begin() + before, ids->end(), unk_id_) != ids->end()) continue;
     }
     cache.Store(h, key, chunk.size(), ids->data() + before, got);
+    fill_front(f, key, chunk.size(), ids->data() + before, got);
   }
   return true;
 }

@@ -248,6 +248,39 @@ TEST(BpeTest, SharedChunkCacheGivesExactIdsUnderConcurrentWritesAndEvictions) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0u) << "thread " << t;
 }
 
+// Each thread's front cache belongs to one encoder at a time: one thread encoding every document
+// with two models in turn (the same chunks, other ids) gives each model's own ids.
+TEST(BpeTest, FrontCacheFollowsTheEncoderInUse) {
+  const std::vector<std::string> lines = TrainingLines(1);
+  auto a = Train("bytefallback_splitdigits",
+                 {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+                  {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
+                 lines);
+  auto b = Train("mistral_like",
+                 {{"vocab_size", "2700"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+                  {"normalization_rule_name", "identity"}, {"remove_extra_whitespaces", "false"},
+                  {"allow_whitespace_only_pieces", "true"}},
+                 lines);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->native_chunk_cache() && b->native_chunk_cache());
+  const std::vector<std::string> docs = Generated(5, 200, 2000, /*invalid=*/false);
+  size_t differ = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& d : docs) {
+      std::vector<int> ga, gb, sa, sb;
+      ASSERT_TRUE(a->EncodeRaw(d, &ga, Engine::kGrist).ok());
+      ASSERT_TRUE(b->EncodeRaw(d, &gb, Engine::kGrist).ok());
+      ASSERT_TRUE(a->EncodeRaw(d, &sa, Engine::kSentencePiece).ok());
+      ASSERT_TRUE(b->EncodeRaw(d, &sb, Engine::kSentencePiece).ok());
+      EXPECT_EQ(ga, sa) << "model a, round " << round;
+      EXPECT_EQ(gb, sb) << "model b, round " << round;
+      differ += ga != gb;
+    }
+  }
+  EXPECT_GT(differ, docs.size());  // the two models do encode the documents differently
+}
+
 TEST(BpeTest, LongRunsAndControlCharacters) {
   auto tok = Train("long_runs", {{"vocab_size", "2400"}, {"byte_fallback", "true"},
                     {"remove_extra_whitespaces", "false"}, {"allow_whitespace_only_pieces", "true"},

@@ -5,7 +5,10 @@
 // Two peers: T x the throughput of one spm_encode process running alone (the figure), and
 // T spm_encode processes running at once, each on 1/T of the text. The second is the honest
 // ceiling of T busy cores: when all cores work, each runs slower than one core alone (turbo
-// frequency, shared caches and memory bandwidth), and the first peer does not see that.
+// frequency, shared caches and memory bandwidth), and the first peer does not see that. The same
+// for grist itself, so its scaling is judged against what this machine's T cores give: T
+// one-thread grist encodes at once, each of 1/T of the documents, sharing nothing (an encode on T
+// threads can pass it: its threads share one chunk cache).
 //
 // The text is the corpus's documents cut into lines; spm_encode reads them as a plain-text file
 // (one sentence per line) and grist as JSON Lines (one document per line), so both encode exactly
@@ -14,6 +17,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -86,24 +90,29 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> Prepare(const Flags& f) {
   return std::make_pair(bytes, lines);
 }
 
-// Cuts text.txt at line boundaries into `parts` files text-K.txt of about equal size (the inputs of
-// the concurrent spm_encode peer).
-absl::Status SplitText(const std::string& work, int parts, uint64_t bytes) {
-  std::ifstream in(JoinPath(work, "text.txt"), std::ios::binary);
+// Cuts STEM.EXT (text.txt or docs.jsonl, one line per document) at line boundaries into `parts`
+// files STEM-K.EXT of about equal size: the inputs of the concurrent peers (T spm_encode processes,
+// T one-thread grist encodes).
+absl::Status SplitLines(const std::string& work, const std::string& stem, const std::string& ext,
+                        int parts) {
+  const std::string whole = JoinPath(work, stem + ext);
+  std::error_code ec;
+  const uint64_t bytes = std::filesystem::file_size(whole, ec);
+  if (ec) return absl::InternalError(absl::StrCat("bench tokenize: ", whole, ": ", ec.message()));
+  std::ifstream in(whole, std::ios::binary);
   std::string line;
   const uint64_t per = bytes / static_cast<uint64_t>(parts) + 1;
   uint64_t written = 0;
   for (int k = 0; k < parts; ++k) {
-    std::ofstream out(JoinPath(work, absl::StrCat("text-", k, ".txt")), std::ios::binary);
+    std::ofstream out(JoinPath(work, absl::StrCat(stem, "-", k, ext)), std::ios::binary);
     while ((k == parts - 1 || written < per * static_cast<uint64_t>(k + 1)) && std::getline(in, line)) {
       out << line << '\n';
-      written += line.size();
+      written += line.size() + 1;
     }
     if (!out) return absl::InternalError("bench tokenize: cannot write the split text files");
   }
   return absl::OkStatus();
 }
-
 
 // In-process encode of every line of text.txt by one engine on `threads` threads (lines dealt
 // round-robin): MB/s of wall time. Reading and writing excluded: the encoders alone.
@@ -216,7 +225,34 @@ BenchRunner Setup(CLI::App* app) {
     };
     const bool have_spm = HaveProgram("spm_encode");
     const bool concurrent_peer = have_spm && threads > 1;
-    if (concurrent_peer) RETURN_IF_ERROR(SplitText(f->work, threads, prepared.first));
+    if (concurrent_peer) RETURN_IF_ERROR(SplitLines(f->work, "text", ".txt", threads));
+    // The ceiling of T busy cores for grist itself: T one-thread encodes at once in this process,
+    // each `grist tokenize encode` of its 1/T of the documents (own model load, reading, writing),
+    // sharing nothing; wall time of all. What T threads of one encode would reach with no
+    // coordination at all, on this machine, now.
+    const bool own_ceiling = threads > 1;
+    if (own_ceiling) RETURN_IF_ERROR(SplitLines(f->work, "docs", ".jsonl", threads));
+    auto run_own_ceiling = [&]() -> absl::StatusOr<double> {
+      std::vector<absl::Status> errs(threads);
+      Stopwatch sw;
+      std::vector<std::thread> encodes;
+      for (int k = 0; k < threads; ++k) {
+        encodes.emplace_back([&, k] {
+          tokenize::EncodeStageOptions o;
+          o.model_path = f->model;
+          o.encode.add_eos = false;
+          RunOptions run;
+          run.threads = 1;
+          run.progress = false;
+          errs[k] = tokenize::RunEncode(env, {JoinPath(f->work, absl::StrCat("docs-", k, ".jsonl"))},
+                                        JoinPath(f->work, absl::StrCat("out-", k)), o, run)
+                        .status();
+        });
+      }
+      for (auto& th : encodes) th.join();
+      for (const auto& e : errs) RETURN_IF_ERROR(e);
+      return mb / sw.Seconds();
+    };
     // T spm_encode processes started together, each on its 1/T of the text; wall time of all.
     auto run_concurrent = [&]() -> absl::StatusOr<double> {
       std::string cmd = "rc=0; pids=;";
@@ -242,10 +278,13 @@ BenchRunner Setup(CLI::App* app) {
       return mb / sw.Seconds();
     };
     // Interleaved (ours, peer, ours, peer, ...) so that load changes on a shared machine hit both.
-    std::vector<double> ours_v, peer_v, conc_v;
+    std::vector<double> ours_v, peer_v, conc_v, ceil_v;
     for (int i = 0; i < f->options.warmup + f->options.repetitions; ++i) {
       ASSIGN_OR_RETURN(double a, run_ours());
-      double b = 0, c = 0;
+      double b = 0, c = 0, d = 0;
+      if (own_ceiling) {
+        ASSIGN_OR_RETURN(d, run_own_ceiling());
+      }
       if (have_spm) {
         ASSIGN_OR_RETURN(b, run_peer());
       }
@@ -256,6 +295,7 @@ BenchRunner Setup(CLI::App* app) {
         ours_v.push_back(a);
         if (have_spm) peer_v.push_back(b);
         if (concurrent_peer) conc_v.push_back(c);
+        if (own_ceiling) ceil_v.push_back(d);
       }
     }
     Stats ours = Stats::Of(ours_v);
@@ -278,6 +318,15 @@ BenchRunner Setup(CLI::App* app) {
       conc.peer = Stats::Of(conc_v);
       conc.target = ">= 0.9 x peer";
       report.AddFigure(conc);
+    }
+    if (own_ceiling) {
+      Figure ceil{absl::StrCat("encode throughput, ", threads, " threads, against independent encodes"),
+                  "MB/s", ours};
+      ceil.peer_name = absl::StrCat(threads, " one-thread grist encodes at once, 1/", threads,
+                                    " of the documents each (", threads, " busy cores, nothing shared)");
+      ceil.peer = Stats::Of(ceil_v);
+      ceil.target = ">= 0.9 x peer";
+      report.AddFigure(ceil);
     }
     Figure tps{"encode tokens/s", "Mtok/s", Stats::Of({})};
     std::vector<double> t;

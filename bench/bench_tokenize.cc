@@ -251,7 +251,7 @@ BenchRunner Setup(CLI::App* app) {
       }
       for (auto& th : encodes) th.join();
       for (const auto& e : errs) RETURN_IF_ERROR(e);
-      return mb / sw.Seconds();
+      return threads * mb / sw.Seconds();
     };
     // T spm_encode processes started together, each on its 1/T of the text; wall time of all.
     auto run_concurrent = [&]() -> absl::StatusOr<double> {

@@ -59,17 +59,19 @@ size_t TableSize(size_t n) {
 // merge table's two lookups per split of every piece most of the encoder's build time.
 class PieceIndex {
  public:
-  explicit PieceIndex(size_t n) : slots_(TableSize(n)), mask_(slots_.size() - 1) {}
+  // `pieces`: the model's pieces, which the ids inserted index (they must outlive the index).
+  PieceIndex(size_t n, const std::vector<ModelPiece>* pieces)
+      : slots_(TableSize(n)), mask_(slots_.size() - 1), pieces_(pieces) {}
   // False when `piece` is already present (the index keeps the first id).
   bool Insert(std::string_view piece, int id) {
     const uint64_t h = Hash64(piece);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
       if (s.id < 0) {
-        s = {h, piece, id};
+        s = {h, id};
         return true;
       }
-      if (s.hash == h && s.piece == piece) return false;
+      if (s.hash == h && (*pieces_)[s.id].piece == piece) return false;
     }
   }
   // The id of `piece`, -1 when absent.
@@ -78,18 +80,18 @@ class PieceIndex {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
-      if (s.hash == h && s.piece == piece) return s.id;
+      if (s.hash == h && (*pieces_)[s.id].piece == piece) return s.id;
     }
   }
 
  private:
-  struct Slot {
+  struct Slot {  // 16 bytes: a 32k vocabulary's index is 1 MiB, mostly in the core's cache
     uint64_t hash = 0;
-    std::string_view piece;
-    int id = -1;
+    int64_t id = -1;
   };
   std::vector<Slot> slots_;
   size_t mask_;
+  const std::vector<ModelPiece>* pieces_;
 };
 
 }  // namespace
@@ -287,7 +289,7 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   e->space_ = f.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
   const int n = static_cast<int>(f.pieces.size());
   // NORMAL and USER_DEFINED pieces (SentencePiece's pieces_), by text and in id order; every piece.
-  PieceIndex normal(n), all(n);
+  PieceIndex normal(n, &f.pieces), all(n, &f.pieces);
   std::vector<std::pair<std::string_view, int>> normal_ids;
   std::vector<std::string> user_strings;
   e->unk_id_ = -1;
@@ -367,12 +369,18 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     }
   }
 
-  // The merge table: every split of a piece into two pieces at a character boundary.
-  size_t splits = 0;
-  for (const auto& [s, id] : normal_ids) splits += s.size();
-  e->pairs_ = std::make_unique<PairTable>(splits);
+  // The merge table: every split of a piece into two pieces at a character boundary. Collected
+  // first, so the table is sized by the pairs found rather than by every cut tried.
+  struct Merge {
+    int left, right, id;
+  };
+  std::vector<Merge> merges;
+  merges.reserve(normal_ids.size() * 2);
   bool cache_ok = true;
   const std::string_view sp = e->space_;
+  auto is_char = [](std::string_view x) {
+    return OneCharLen(static_cast<unsigned char>(x[0])) == x.size();
+  };
   for (const auto& [s, id] : normal_ids) {
     for (size_t pos = s.find(sp, 1); pos != std::string_view::npos; pos = s.find(sp, pos + 1)) {
       if (pos < sp.size() || s.compare(pos - sp.size(), sp.size(), sp) != 0) cache_ok = false;
@@ -384,20 +392,19 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     for (size_t cut = OneCharLen(static_cast<unsigned char>(s[0])); cut < s.size();
          cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
       std::string_view a = s.substr(0, cut), b = s.substr(cut);
-      const int ia = normal.Find(a), ib = normal.Find(b);
-      auto is_char = [](std::string_view x) {
-        return OneCharLen(static_cast<unsigned char>(x[0])) == x.size();
-      };
+      const int ia = normal.Find(a);
+      if (ia < 0 && !is_char(a)) continue;  // neither a merge nor a character outside the vocabulary
+      const int ib = normal.Find(b);
       if (ia >= 0 && ib >= 0) {
-        if (!e->is_user_[ia] && !e->is_user_[ib]) {
-          e->pairs_->Insert(ia, ib, Pair{id, f.pieces[id].score});
-        }
-      } else if ((ia >= 0 || is_char(a)) && (ib >= 0 || is_char(b))) {
+        if (!e->is_user_[ia] && !e->is_user_[ib]) merges.push_back({ia, ib, id});
+      } else if (ib >= 0 || is_char(b)) {
         *why_not = "piece '" + std::string(s) + "' merges from a character outside the vocabulary";
         return nullptr;
       }
     }
   }
+  e->pairs_ = std::make_unique<PairTable>(merges.size());
+  for (const Merge& m : merges) e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
   e->chunk_cache_ = cache_ok;
   e->use_cache_ = cache_ok;
   for (const auto& u : user_strings) e->user_ids_.emplace(u, normal.Find(u));

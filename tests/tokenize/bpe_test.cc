@@ -5,6 +5,7 @@
 // SentencePiece library grist links, and with the Python module when the venv has it.
 // With ../shared: the Mistral model and models trained on Wikinews, on every document of the
 // corpus files the issue names.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -363,6 +364,82 @@ TEST(BpeTest, AgreesWithThePythonModule) {
     EXPECT_EQ(i, docs.size()) << v.name;
     EXPECT_EQ(bad, 0u) << v.name;
   }
+}
+
+// The serialized model with the piece `from` renamed `to` (protobuf wire format: ModelProto's
+// field 1 holds each piece as a message whose field 1 is its text).
+std::string RenamePiece(const std::string& model, std::string_view from, std::string_view to) {
+  auto read_varint = [](std::string_view s, size_t* at) {
+    uint64_t v = 0;
+    for (int shift = 0; *at < s.size(); shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(s[(*at)++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) break;
+    }
+    return v;
+  };
+  auto put_varint = [](std::string* out, uint64_t v) {
+    while (v >= 0x80) {
+      out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    out->push_back(static_cast<char>(v));
+  };
+  // Copies the fields of `msg`, calling edit(field, bytes) on each length-delimited one.
+  auto rewrite = [&](std::string_view msg, auto&& edit) {
+    std::string out;
+    size_t at = 0;
+    while (at < msg.size()) {
+      const uint64_t tag = read_varint(msg, &at);
+      put_varint(&out, tag);
+      switch (tag & 7) {
+        case 0: put_varint(&out, read_varint(msg, &at)); break;
+        case 1: out.append(msg.substr(at, 8)); at += 8; break;
+        case 5: out.append(msg.substr(at, 4)); at += 4; break;
+        case 2: {
+          const uint64_t len = read_varint(msg, &at);
+          const std::string body = edit(tag >> 3, msg.substr(at, len));
+          at += len;
+          put_varint(&out, body.size());
+          out += body;
+          break;
+        }
+        default: ADD_FAILURE() << "wire type " << (tag & 7); return out;
+      }
+    }
+    return out;
+  };
+  return rewrite(model, [&](uint64_t field, std::string_view body) -> std::string {
+    if (field != 1) return std::string(body);
+    return rewrite(body, [&](uint64_t f, std::string_view text) -> std::string {
+      return f == 1 && text == from ? std::string(to) : std::string(text);
+    });
+  });
+}
+
+// A model whose piece merges from a character the vocabulary lacks (SentencePiece then gives that
+// character <unk>, or its bytes, inside the merge) is refused at load with the reason, and every
+// document goes to SentencePiece under either engine.
+TEST(BpeTest, RefusesAMergeFromACharacterOutsideTheVocabulary) {
+  const std::string model = TrainBytes(
+      "bytefallback_splitdigits",
+      {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
+       {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
+      TrainingLines(1));
+  ASSERT_FALSE(model.empty());
+  // "e" is a character of many merged pieces; renamed, it leaves the vocabulary.
+  auto tok = Tokenizer::FromBytes(RenamePiece(model, "e", "\xe2\x98\x83\xe2\x98\x83"), "renamed");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_FALSE((*tok)->native());
+  EXPECT_THAT((*tok)->native_why_not(), ::testing::HasSubstr("merges from a character outside the vocabulary"));
+  std::vector<int> a, b;
+  ASSERT_TRUE((*tok)->EncodeRaw("the element never ends here", &a, Engine::kGrist).ok());
+  ASSERT_TRUE((*tok)->EncodeRaw("the element never ends here", &b, Engine::kSentencePiece).ok());
+  EXPECT_EQ(a, b);
+  // The untouched model is encoded natively.
+  auto plain = Tokenizer::FromBytes(model, "plain");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE((*plain)->native()) << (*plain)->native_why_not();
 }
 
 TEST(BpeTest, FallsBackWhereNotExact) {

@@ -170,6 +170,15 @@ std::vector<Variant> Variants() {
   };
 }
 
+// The serialized model of the variant named `name`, trained on TrainingLines(1) (memoized).
+std::string VariantModel(std::string_view name) {
+  for (const Variant& v : Variants()) {
+    if (name == v.name) return TrainBytes(v.name, v.kwargs, TrainingLines(1));
+  }
+  ADD_FAILURE() << "no variant " << name;
+  return "";
+}
+
 TEST(BpeTest, ExactOnGeneratedTextForEveryModelVariant) {
   const std::vector<std::string> lines = TrainingLines(1);
   const std::vector<std::string> docs = Generated(2, 400, 3000, /*invalid=*/true);
@@ -197,11 +206,7 @@ TEST(BpeTest, ExactOnGeneratedTextForEveryModelVariant) {
 // distinct chunks than the cache has room for (so slots are overwritten while others read them),
 // give every document exactly the ids of an encoder without the cache.
 TEST(BpeTest, SharedChunkCacheGivesExactIdsUnderConcurrentWritesAndEvictions) {
-  const std::string model = TrainBytes(
-      "bytefallback_splitdigits",
-      {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
-       {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
-      TrainingLines(1));
+  const std::string model = VariantModel("bytefallback_splitdigits");
   ASSERT_FALSE(model.empty());
   auto cached = Tokenizer::FromBytes(model, "cached");
   auto plain = Tokenizer::FromBytes(model, "plain");
@@ -252,28 +257,19 @@ TEST(BpeTest, SharedChunkCacheGivesExactIdsUnderConcurrentWritesAndEvictions) {
 // Each thread's front cache belongs to one encoder at a time: one thread encoding every document
 // with two models in turn (the same chunks, other ids) gives each model's own ids.
 TEST(BpeTest, FrontCacheFollowsTheEncoderInUse) {
-  const std::vector<std::string> lines = TrainingLines(1);
-  auto a = Train("bytefallback_splitdigits",
-                 {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
-                  {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
-                 lines);
-  auto b = Train("mistral_like",
-                 {{"vocab_size", "2700"}, {"byte_fallback", "true"}, {"split_digits", "true"},
-                  {"normalization_rule_name", "identity"}, {"remove_extra_whitespaces", "false"},
-                  {"allow_whitespace_only_pieces", "true"}},
-                 lines);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->native_chunk_cache() && b->native_chunk_cache());
+  auto a = Tokenizer::FromBytes(VariantModel("bytefallback_splitdigits"), "a");
+  auto b = Tokenizer::FromBytes(VariantModel("mistral_like"), "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->native_chunk_cache() && (*b)->native_chunk_cache());
   const std::vector<std::string> docs = Generated(5, 200, 2000, /*invalid=*/false);
   size_t differ = 0;
   for (int round = 0; round < 2; ++round) {
     for (const std::string& d : docs) {
       std::vector<int> ga, gb, sa, sb;
-      ASSERT_TRUE(a->EncodeRaw(d, &ga, Engine::kGrist).ok());
-      ASSERT_TRUE(b->EncodeRaw(d, &gb, Engine::kGrist).ok());
-      ASSERT_TRUE(a->EncodeRaw(d, &sa, Engine::kSentencePiece).ok());
-      ASSERT_TRUE(b->EncodeRaw(d, &sb, Engine::kSentencePiece).ok());
+      ASSERT_TRUE((*a)->EncodeRaw(d, &ga, Engine::kGrist).ok());
+      ASSERT_TRUE((*b)->EncodeRaw(d, &gb, Engine::kGrist).ok());
+      ASSERT_TRUE((*a)->EncodeRaw(d, &sa, Engine::kSentencePiece).ok());
+      ASSERT_TRUE((*b)->EncodeRaw(d, &sb, Engine::kSentencePiece).ok());
       EXPECT_EQ(ga, sa) << "model a, round " << round;
       EXPECT_EQ(gb, sb) << "model b, round " << round;
       differ += ga != gb;
@@ -421,11 +417,7 @@ std::string RenamePiece(const std::string& model, std::string_view from, std::st
 // character <unk>, or its bytes, inside the merge) is refused at load with the reason, and every
 // document goes to SentencePiece under either engine.
 TEST(BpeTest, RefusesAMergeFromACharacterOutsideTheVocabulary) {
-  const std::string model = TrainBytes(
-      "bytefallback_splitdigits",
-      {{"vocab_size", "2600"}, {"byte_fallback", "true"}, {"split_digits", "true"},
-       {"normalization_rule_name", "identity"}, {"character_coverage", "0.995"}},
-      TrainingLines(1));
+  const std::string model = VariantModel("bytefallback_splitdigits");
   ASSERT_FALSE(model.empty());
   // "e" is a character of many merged pieces; renamed, it leaves the vocabulary.
   auto tok = Tokenizer::FromBytes(RenamePiece(model, "e", "\xe2\x98\x83\xe2\x98\x83"), "renamed");

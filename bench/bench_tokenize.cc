@@ -17,7 +17,6 @@
 #include <sys/resource.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -90,29 +89,24 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> Prepare(const Flags& f) {
   return std::make_pair(bytes, lines);
 }
 
-// Cuts STEM.EXT (text.txt or docs.jsonl, one line per document) at line boundaries into `parts`
-// files STEM-K.EXT of about equal size: the inputs of the concurrent peers (T spm_encode processes,
-// T one-thread grist encodes).
-absl::Status SplitLines(const std::string& work, const std::string& stem, const std::string& ext,
-                        int parts) {
-  const std::string whole = JoinPath(work, stem + ext);
-  std::error_code ec;
-  const uint64_t bytes = std::filesystem::file_size(whole, ec);
-  if (ec) return absl::InternalError(absl::StrCat("bench tokenize: ", whole, ": ", ec.message()));
-  std::ifstream in(whole, std::ios::binary);
+// Cuts text.txt at line boundaries into `parts` files text-K.txt of about equal size (the inputs of
+// the concurrent spm_encode peer).
+absl::Status SplitText(const std::string& work, int parts, uint64_t bytes) {
+  std::ifstream in(JoinPath(work, "text.txt"), std::ios::binary);
   std::string line;
   const uint64_t per = bytes / static_cast<uint64_t>(parts) + 1;
   uint64_t written = 0;
   for (int k = 0; k < parts; ++k) {
-    std::ofstream out(JoinPath(work, absl::StrCat(stem, "-", k, ext)), std::ios::binary);
+    std::ofstream out(JoinPath(work, absl::StrCat("text-", k, ".txt")), std::ios::binary);
     while ((k == parts - 1 || written < per * static_cast<uint64_t>(k + 1)) && std::getline(in, line)) {
       out << line << '\n';
-      written += line.size() + 1;
+      written += line.size();
     }
     if (!out) return absl::InternalError("bench tokenize: cannot write the split text files");
   }
   return absl::OkStatus();
 }
+
 
 // In-process encode of every line of text.txt by one engine on `threads` threads (lines dealt
 // round-robin): MB/s of wall time. Reading and writing excluded: the encoders alone.
@@ -225,7 +219,7 @@ BenchRunner Setup(CLI::App* app) {
     };
     const bool have_spm = HaveProgram("spm_encode");
     const bool concurrent_peer = have_spm && threads > 1;
-    if (concurrent_peer) RETURN_IF_ERROR(SplitLines(f->work, "text", ".txt", threads));
+    if (concurrent_peer) RETURN_IF_ERROR(SplitText(f->work, threads, prepared.first));
     // The ceiling of T busy cores for grist itself: T one-thread encodes at once in this process,
     // each a whole `grist tokenize encode` of all the documents (own model load, reading, writing),
     // sharing nothing; T x the text over the wall time of all. What T threads of one encode would

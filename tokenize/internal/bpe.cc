@@ -216,11 +216,13 @@ class BpeEncoder::ChunkCache {
     uint64_t* slot = words_ + (h & (kCacheSlots - 1)) * kSlotWords;
     const uint64_t w0 = std::atomic_ref<uint64_t>(slot[0]).load(std::memory_order_acquire);
     if ((w0 & 1) != 0 || ((w0 >> 32) & 0xff) != len) return false;
+    // Acquire loads (plain loads on x86): the second read of word 0 cannot move before them, and
+    // a word a writer stored after taking the slot makes that read see the odd version or later.
+    // No fences: GCC's ThreadSanitizer does not support them.
     uint64_t copy[kSlotWords - 1];
     for (size_t i = 1; i < kSlotWords; ++i) {
-      copy[i - 1] = std::atomic_ref<uint64_t>(slot[i]).load(std::memory_order_relaxed);
+      copy[i - 1] = std::atomic_ref<uint64_t>(slot[i]).load(std::memory_order_acquire);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (std::atomic_ref<uint64_t>(slot[0]).load(std::memory_order_relaxed) != w0) return false;
     for (size_t i = 0; i < kCacheKeyWords; ++i) {
       if (copy[i] != key[i]) return false;
@@ -243,14 +245,15 @@ class BpeEncoder::ChunkCache {
                                       std::memory_order_acquire, std::memory_order_relaxed)) {
       return;
     }
-    std::atomic_thread_fence(std::memory_order_release);
+    // Release stores: taking the slot (the odd version) is ordered before each of them.
     uint64_t idw[kCacheIds / 2];
     PackIds(from, n, idw);
     for (size_t i = 0; i < kCacheKeyWords; ++i) {
-      std::atomic_ref<uint64_t>(slot[1 + i]).store(key[i], std::memory_order_relaxed);
+      std::atomic_ref<uint64_t>(slot[1 + i]).store(key[i], std::memory_order_release);
     }
     for (size_t i = 0; i < kCacheIds / 2; ++i) {
-      std::atomic_ref<uint64_t>(slot[1 + kCacheKeyWords + i]).store(idw[i], std::memory_order_relaxed);
+      std::atomic_ref<uint64_t>(slot[1 + kCacheKeyWords + i])
+          .store(idw[i], std::memory_order_release);
     }
     head.store(static_cast<uint32_t>(version + 2) | (uint64_t{len} << 32) | (uint64_t{n} << 40),
                std::memory_order_release);
@@ -393,7 +396,8 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
          cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
       std::string_view a = s.substr(0, cut), b = s.substr(cut);
       const int ia = normal.Find(a);
-      if (ia < 0 && !is_char(a)) continue;  // neither a merge nor a character outside the vocabulary
+      // Neither a merge nor a character outside the vocabulary.
+      if (ia < 0 && !is_char(a)) continue;
       const int ib = normal.Find(b);
       if (ia >= 0 && ib >= 0) {
         if (!e->is_user_[ia] && !e->is_user_[ib]) merges.push_back({ia, ib, id});
@@ -404,7 +408,9 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
     }
   }
   e->pairs_ = std::make_unique<PairTable>(merges.size());
-  for (const Merge& m : merges) e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
+  for (const Merge& m : merges) {
+    e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
+  }
   e->chunk_cache_ = cache_ok;
   e->use_cache_ = cache_ok;
   for (const auto& u : user_strings) e->user_ids_.emplace(u, normal.Find(u));

@@ -1,6 +1,9 @@
 #include "clean/internal/filters.h"
 
 #include <utf8proc.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -39,11 +42,43 @@ inline size_t FindBlankLine(std::string_view hay, size_t from) {
   return std::string_view::npos;
 }
 
-// glibc's memmem (vectorized, no per-candidate memchr restarts) instead of string_view::find.
+// The first occurrence of `pat` in `hay` at or after `from`. One byte: memchr. Longer: 16
+// candidate positions at a time whose first and last bytes both match (SSE2), each candidate then
+// compared in full; glibc's memmem for these short phrases walks a shift table byte by byte and
+// was 7% of a clean.
 inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
-  if (from > hay.size()) return std::string_view::npos;
-  const void* p = memmem(hay.data() + from, hay.size() - from, pat.data(), pat.size());
-  return p ? static_cast<const char*>(p) - hay.data() : std::string_view::npos;
+  constexpr size_t npos = std::string_view::npos;
+  const size_t m = pat.size();
+  if (from > hay.size() || m > hay.size() - from) return npos;
+  if (m == 0) return from;
+  const char* base = hay.data();
+  if (m == 1) {
+    const void* p = std::memchr(base + from, pat[0], hay.size() - from);
+    return p ? static_cast<const char*>(p) - base : npos;
+  }
+  const size_t stop = hay.size() - m + 1;  // candidates are the positions before stop
+  size_t i = from;
+#if defined(__SSE2__)
+  const __m128i first = _mm_set1_epi8(pat[0]), last = _mm_set1_epi8(pat[m - 1]);
+  for (; i + 16 <= stop; i += 16) {  // the last load ends at i + 15 + m - 1 < hay.size()
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + i + m - 1));
+    unsigned mask = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, last))));
+    while (mask != 0) {
+      const size_t at = i + static_cast<size_t>(__builtin_ctz(mask));
+      if (std::memcmp(base + at + 1, pat.data() + 1, m - 2) == 0) return at;
+      mask &= mask - 1;
+    }
+  }
+#endif
+  for (; i < stop; ++i) {
+    if (base[i] == pat[0] && base[i + m - 1] == pat[m - 1] &&
+        std::memcmp(base + i + 1, pat.data() + 1, m - 2) == 0) {
+      return i;
+    }
+  }
+  return npos;
 }
 
 size_t CountSubstr(std::string_view s, std::string_view pat) {
@@ -129,6 +164,10 @@ bool StopEnd(std::string_view s) {
 }
 
 }  // namespace
+
+size_t FindPhrase(std::string_view hay, std::string_view pat, size_t from) {
+  return Find(hay, pat, from);
+}
 
 void CountTable::Reset(size_t n) {
   size_t want = 16;

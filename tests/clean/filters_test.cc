@@ -288,6 +288,42 @@ TEST(FiltersTest, GopherNGramsMatchTheDirectCount) {
   EXPECT_GT(rejects, 1000);
 }
 
+// Every phrase the filters search, and random short patterns over a small alphabet (many partial
+// matches: first and last byte equal, middle not), at every start position and across the 16-byte
+// blocks' edges, give string_view::find's answer.
+TEST(FiltersTest, FindPhraseMatchesStringFind) {
+  Rng rng(29);
+  const std::vector<std::string> phrases = {"lorem ipsum", "javascript", "{", "[", "#", "...",
+                                            "\xE2\x80\xA6", "terms of use", "privacy policy",
+                                            "cookie", "ab", "aba"};
+  int found = 0;
+  for (int round = 0; round < 300; ++round) {
+    const size_t len = rng.Uniform(80);
+    std::string hay;
+    for (size_t i = 0; i < len; ++i) hay += "ab. \xE2" "c"[rng.Uniform(6)];
+    if (round % 3 == 0 && len > 12) {  // plant a phrase
+      const std::string& ph = phrases[rng.Uniform(phrases.size())];
+      hay.replace(rng.Uniform(len - 12), std::min(ph.size(), len), ph);
+    }
+    std::vector<std::string> pats = phrases;
+    for (int k = 0; k < 6; ++k) {
+      std::string p;
+      const size_t plen = 1 + rng.Uniform(5);
+      for (size_t i = 0; i < plen; ++i) p += "ab. c"[rng.Uniform(5)];
+      pats.push_back(p);
+    }
+    for (const std::string& p : pats) {
+      for (size_t from = 0; from <= hay.size() + 1; ++from) {
+        const size_t want = std::string_view(hay).find(p, from);
+        ASSERT_EQ(internal::FindPhrase(hay, p, from), want)
+            << "'" << p << "' in '" << hay << "' from " << from;
+        found += want != std::string_view::npos;
+      }
+    }
+  }
+  EXPECT_GT(found, 10000);
+}
+
 TEST(LengthTest, MinAndMaxInCodePoints) {
   CleanOptions o = Only("length");
   o.length.min_chars = 5;

@@ -40,6 +40,13 @@ struct EncodeReport {
   uint64_t rejected_empty = 0;
   uint64_t max_document_tokens = 0;
   double seconds = 0;
+  // Where `seconds` went: `start` until the encoding began, in which the model loaded (SentencePiece's
+  // parse and grist's encoder's tables: `model`) on one thread while the inputs were listed and
+  // planned (`plan`) on another; `encode`, encoding and writing in input order; `finish`, syncing
+  // and publishing the dataset.
+  struct Phases {
+    double start = 0, model = 0, plan = 0, encode = 0, finish = 0;
+  } phase_seconds;
   std::string output_prefix;
   // Which encoder ran: "grist", or "sentencepiece" with the reason when grist's was not used
   // (not part of ToJson: both give the same ids).

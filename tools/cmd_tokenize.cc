@@ -84,6 +84,10 @@ Runner Setup(CLI::App* app) {
                 static_cast<unsigned long long>(rep.counts.docs_rejected), rep.seconds,
                 rep.seconds > 0 ? rep.counts.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.engine.c_str(), rep.output_prefix.c_str());
+    std::printf("  seconds: start %.3f (model %.3f and inputs %.3f at once), encode %.3f, "
+                "finish %.3f\n",
+                rep.phase_seconds.start, rep.phase_seconds.model, rep.phase_seconds.plan,
+                rep.phase_seconds.encode, rep.phase_seconds.finish);
     return MaybeWriteJson(f->common, rep.ToJson());
   };
 }

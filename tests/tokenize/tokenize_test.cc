@@ -263,6 +263,46 @@ TEST(TokenizeTest, BadModelIsAClearError) {
   EXPECT_EQ(Tokenizer::Load(&env, "/missing.model").status().code(), absl::StatusCode::kNotFound);
 }
 
+// The model loads on its own thread while the inputs are planned: with both bad, the model's
+// error is the one reported, as when they ran one after the other; with both good, the phases add
+// up and the task's .json file records them.
+TEST(TokenizeTest, EncodeReportsTheModelErrorFirstAndItsPhases) {
+  TempDir tmp;
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), tmp.Join("bad.model"), "not a model").ok());
+  EncodeStageOptions o;
+  o.model_path = tmp.Join("bad.model");
+  RunOptions run;
+  run.progress = false;
+  run.threads = 2;
+  auto bad = RunEncode(Env::Default(), {tmp.Join("missing.jsonl")}, tmp.Join("out"), o, run);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(std::string(bad.status().message()).find("bad.model"), std::string::npos);
+  o.model_path = TrainedModel(tmp, "bpe");
+  auto missing = RunEncode(Env::Default(), {tmp.Join("missing.jsonl")}, tmp.Join("out"), o, run);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+
+  auto rep = RunEncode(Env::Default(), {SyntheticFile(tmp, 31, 200)}, tmp.Join("out"), o, run);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const EncodeReport::Phases& p = rep->phase_seconds;
+  EXPECT_GT(p.model, 0);
+  EXPECT_GT(p.plan, 0);
+  EXPECT_GE(p.start, std::max(p.model, p.plan) * 0.999);
+  EXPECT_GT(p.encode, 0);
+  EXPECT_NEAR(p.start + p.encode + p.finish, rep->seconds, 1e-6);
+  std::ifstream in(tmp.Join("out") + "/tokens-00000-of-00001.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(text.str()).get(doc), simdjson::SUCCESS) << text.str();
+  for (const char* k : {"start", "model", "plan", "encode", "finish"}) {
+    double v = -1;
+    EXPECT_EQ(doc["phase_seconds"][k].get(v), simdjson::SUCCESS) << k << ": " << text.str();
+    EXPECT_GE(v, 0) << k;
+  }
+}
+
 TEST(TokenizeTest, ThreeTasksConcatenateToOneTask) {
   TempDir tmp;
   std::vector<std::string> in = {SyntheticFile(tmp, 21, 200), SyntheticFile(tmp, 22, 200),

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "common/check.h"
@@ -373,43 +375,76 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   }
 
   // The merge table: every split of a piece into two pieces at a character boundary. Collected
-  // first, so the table is sized by the pairs found rather than by every cut tried.
+  // first, so the table is sized by the pairs found rather than by every cut tried, on up to 8
+  // threads over contiguous ranges of the pieces (half the tables' time for a 32k model on one):
+  // each range's merges in piece order, the ranges joined in order, so the list, the first
+  // refusal and the table are those of one pass.
   struct Merge {
     int left, right, id;
   };
-  std::vector<Merge> merges;
-  merges.reserve(normal_ids.size() * 2);
-  bool cache_ok = true;
+  struct Range {
+    std::vector<Merge> merges;
+    bool cache_ok = true;
+    std::string why_not;  // the range's first refusal
+  };
   const std::string_view sp = e->space_;
   auto is_char = [](std::string_view x) {
     return OneCharLen(static_cast<unsigned char>(x[0])) == x.size();
   };
-  for (const auto& [s, id] : normal_ids) {
-    for (size_t pos = s.find(sp, 1); pos != std::string_view::npos; pos = s.find(sp, pos + 1)) {
-      if (pos < sp.size() || s.compare(pos - sp.size(), sp.size(), sp) != 0) cache_ok = false;
-    }
-    // A user-defined piece is never the result of a merge: where the text holds it, the prefix
-    // matcher has already made it one frozen symbol (a merge starts at an unfrozen symbol, where
-    // no user-defined symbol is a prefix of the text).
-    if (e->is_user_[id]) continue;
-    for (size_t cut = OneCharLen(static_cast<unsigned char>(s[0])); cut < s.size();
-         cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
-      std::string_view a = s.substr(0, cut), b = s.substr(cut);
-      const int ia = normal.Find(a);
-      // Neither a merge nor a character outside the vocabulary.
-      if (ia < 0 && !is_char(a)) continue;
-      const int ib = normal.Find(b);
-      if (ia >= 0 && ib >= 0) {
-        if (!e->is_user_[ia] && !e->is_user_[ib]) merges.push_back({ia, ib, id});
-      } else if (ib >= 0 || is_char(b)) {
-        *why_not = "piece '" + std::string(s) + "' merges from a character outside the vocabulary";
-        return nullptr;
+  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t parts = std::clamp<size_t>(normal_ids.size() / 4096, 1, std::min<size_t>(8, hw));
+  std::vector<Range> ranges(parts);
+  auto scan = [&](size_t r) {
+    Range& out = ranges[r];
+    const size_t begin = normal_ids.size() * r / parts, end = normal_ids.size() * (r + 1) / parts;
+    out.merges.reserve((end - begin) * 2);
+    for (size_t k = begin; k < end; ++k) {
+      const std::string_view s = normal_ids[k].first;
+      const int id = normal_ids[k].second;
+      for (size_t pos = s.find(sp, 1); pos != std::string_view::npos; pos = s.find(sp, pos + 1)) {
+        if (pos < sp.size() || s.compare(pos - sp.size(), sp.size(), sp) != 0) out.cache_ok = false;
+      }
+      // A user-defined piece is never the result of a merge: where the text holds it, the prefix
+      // matcher has already made it one frozen symbol (a merge starts at an unfrozen symbol, where
+      // no user-defined symbol is a prefix of the text).
+      if (e->is_user_[id]) continue;
+      for (size_t cut = OneCharLen(static_cast<unsigned char>(s[0])); cut < s.size();
+           cut += OneCharLen(static_cast<unsigned char>(s[cut]))) {
+        std::string_view a = s.substr(0, cut), b = s.substr(cut);
+        const int ia = normal.Find(a);
+        // Neither a merge nor a character outside the vocabulary.
+        if (ia < 0 && !is_char(a)) continue;
+        const int ib = normal.Find(b);
+        if (ia >= 0 && ib >= 0) {
+          if (!e->is_user_[ia] && !e->is_user_[ib]) out.merges.push_back({ia, ib, id});
+        } else if (ib >= 0 || is_char(b)) {
+          out.why_not =
+              "piece '" + std::string(s) + "' merges from a character outside the vocabulary";
+          return;
+        }
       }
     }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t r = 1; r < parts; ++r) helpers.emplace_back(scan, r);
+    scan(0);
   }
-  e->pairs_ = std::make_unique<PairTable>(merges.size());
-  for (const Merge& m : merges) {
-    e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
+  bool cache_ok = true;
+  size_t total = 0;
+  for (const Range& r : ranges) {
+    if (!r.why_not.empty()) {
+      *why_not = r.why_not;
+      return nullptr;
+    }
+    cache_ok &= r.cache_ok;
+    total += r.merges.size();
+  }
+  e->pairs_ = std::make_unique<PairTable>(total);
+  for (const Range& r : ranges) {
+    for (const Merge& m : r.merges) {
+      e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
+    }
   }
   e->chunk_cache_ = cache_ok;
   e->use_cache_ = cache_ok;

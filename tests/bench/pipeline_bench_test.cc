@@ -161,6 +161,12 @@ TEST_F(PipelineBenchTest, BuildSweepOverThreadsFitsEveryStageAndChecksTheRelease
   }
   EXPECT_THAT(r.output, ::testing::ContainsRegex("\n(Below 0.8x linear at 2 threads: |No stage "
                                                  "below 0.8x linear at 2 threads)"));
+  // pack+shard beside the disk's floor for its bytes, at each count.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex(
+                            "\n\\| 2 \\| [0-9.]+ input MB/s \\[[^]]*\\] \\| writing and syncing the "
+                            "release's [0-9.]+ MB \\(its file sizes, 4 MiB writes, fsync each\\) \\| "
+                            "[0-9.]+ input MB/s \\| [0-9.]+x \\|"));
+  EXPECT_FALSE(Env::Default()->IsDirectory(tmp_.Join("w/release.ceiling")));
   EXPECT_THAT(r.output, HasSubstr("Release bytes identical at threads 1, 2 ("));
   auto json = ReadFileToString(Env::Default(), tmp_.Join("out/build-0.json"));
   ASSERT_TRUE(json.ok()) << json.status();

@@ -21,7 +21,14 @@
 // and a check that the release's bytes (every file but reports/) are identical at every count: a
 // difference fails the bench. pack+shard's figure has a ceiling beside it, measured after each
 // build: writing and syncing as many bytes, in files of the release's sizes, on the same disk.
+// Then the host's own ceiling at the largest count N: N one-thread builds of the config as
+// separate processes at once (ConcurrentOneThreadBuilds); every stage's speed-up at N threads
+// beside N x its one-thread time over its time in those processes, the speed-up N busy cores give
+// that stage on this host (a lower clock, shared caches and memory bandwidth: less than N).
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -173,6 +180,81 @@ absl::StatusOr<double> WriteSyncSeconds(Env* env, const std::string& dir, uint64
   return s;
 }
 
+// This host's ceiling for the build at `n` threads: n one-thread builds of `config` as separate
+// processes at once (n busy cores sharing nothing, under the clock, memory bandwidth and caches
+// n threads also get), each into its own folder under `work`. Returns every stage's seconds
+// (dedup's stages too, and "build" for the whole) as the median over the processes.
+absl::StatusOr<std::map<std::string, double>> ConcurrentOneThreadBuilds(Env* env,
+                                                                       const std::string& config,
+                                                                       const std::string& work,
+                                                                       int n) {
+  char exe[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len <= 0) return absl::InternalError("cannot read /proc/self/exe");
+  const std::string self(exe, static_cast<size_t>(len));
+  RETURN_IF_ERROR(env->RemoveAll(work));
+  RETURN_IF_ERROR(env->CreateDirs(work));
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const std::string out = JoinPath(work, absl::StrCat("r", i));
+    std::vector<std::string> args = {self,       "build", "--config",  config,
+                                     "--output", out,     "--restart", "--threads",
+                                     "1",        "--quiet", "--json",  out + ".json"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) ::dup2(null, 1);
+      ::execv(self.c_str(), argv.data());
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  absl::Status failed;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    ::waitpid(pids[i], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failed = absl::InternalError(absl::StrCat("one-thread build ", i, " of ", n, " failed"));
+    }
+  }
+  RETURN_IF_ERROR(failed);
+  std::map<std::string, std::vector<double>> times;
+  for (int i = 0; i < n; ++i) {
+    const std::string out = JoinPath(work, absl::StrCat("r", i));
+    ASSIGN_OR_RETURN(std::string json, ReadFileToString(env, out + ".json"));
+    simdjson::dom::parser parser;
+    simdjson::padded_string ps(json);
+    simdjson::dom::element doc;
+    double total = 0;
+    simdjson::dom::array stages;
+    if (parser.parse(ps).get(doc) != simdjson::SUCCESS || doc["seconds"].get(total) ||
+        doc["stages"].get(stages)) {
+      return absl::InternalError(absl::StrCat(out, ".json: not a build report"));
+    }
+    times["build"].push_back(total);
+    for (simdjson::dom::element st : stages) {
+      std::string_view name, note;
+      double secs = 0;
+      if (st["name"].get(name) || st["seconds"].get(secs)) continue;
+      if (st["note"].get(note) == simdjson::SUCCESS && note == "disabled") continue;
+      times[std::string(name)].push_back(secs);
+      if (name == "dedup") {
+        for (auto& [part, t] : DedupStageSeconds(env, JoinPath(out + ".work", "dedup"))) {
+          times[part].push_back(t);
+        }
+      }
+    }
+  }
+  (void)env->RemoveAll(work);
+  std::map<std::string, double> medians;
+  for (const auto& [name, t] : times) medians[name] = Stats::Of(t).median;
+  return medians;
+}
+
 // `grist bench build --sweep threads=...`: see the top of this file.
 absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const std::string& what) {
   const Options& o = f.options;
@@ -291,6 +373,54 @@ absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const 
     scaling.push_back(std::move(s));
   }
   report.AddNote(ScalingTable(scaling, kTargetEfficiency));
+
+  // Linear is more than a host gives when all its cores are busy (a lower clock, shared memory
+  // bandwidth and caches): each stage beside the same work on as many one-thread processes.
+  const double max_n = ns.empty() ? 1 : *std::max_element(ns.begin(), ns.end());
+  const size_t largest = std::max_element(ns.begin(), ns.end()) - ns.begin();
+  if (max_n > 1 && ns.size() >= 2) {
+    ASSIGN_OR_RETURN(auto procs,
+                     ConcurrentOneThreadBuilds(env, f.config, JoinPath(f.work, "ceiling"),
+                                               static_cast<int>(max_n)));
+    const std::string hi = absl::StrCat(max_n);
+    std::string t = absl::StrCat(
+        "Against this host's ceiling at ", hi, " threads: ", hi, " one-thread builds of the same "
+        "config as separate processes at once (", hi, " busy cores sharing nothing). A stage's "
+        "ceiling speed-up is ", hi, " x its one-thread time alone / its median time in those "
+        "processes; its speed-up at ", hi, " threads over that is the fraction of the ceiling.\n\n"
+        "| stage | s at 1 | s at ", hi, " | speed-up | s in ", hi,
+        " one-thread processes | ceiling speed-up | of the ceiling | target |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|\n");
+    std::vector<std::string> below;
+    auto row = [&](const std::string& name, double t1, double tn, const std::string& not_judged) {
+      auto it = procs.find(name);
+      if (it == procs.end() || t1 <= 0 || tn <= 0 || it->second <= 0) return;
+      const double speedup = t1 / tn, ceiling = max_n * t1 / it->second;
+      const double frac = speedup / ceiling;
+      std::string verdict = frac >= kTargetEfficiency ? "ok" : "**below**";
+      if (!not_judged.empty()) verdict = absl::StrCat("not judged (", not_judged, ")");
+      if (not_judged.empty() && frac < kTargetEfficiency) below.push_back(name);
+      absl::StrAppend(&t, absl::StrFormat("| %s | %.3f | %.3f | %.2fx | %.3f | %.2fx | %.2f | ",
+                                          name, t1, tn, speedup, it->second, ceiling, frac),
+                      absl::StrFormat(">= %.1f: ", kTargetEfficiency), verdict, " |\n");
+    };
+    if (smallest < build_median.size() && largest < build_median.size() && ns[smallest] == 1) {
+      row("build", build_median[smallest], build_median[largest], "");
+    }
+    for (const StageScaling& sc : scaling) {  // threads ascending, seconds in their order
+      if (sc.seconds.empty() || sc.threads.front() != 1) continue;
+      row(sc.stage, sc.seconds.front(), sc.seconds.back(), sc.not_judged);
+    }
+    absl::StrAppend(&t, "\n",
+                    below.empty()
+                        ? absl::StrFormat("No stage below %.1f of this host's ceiling at %s "
+                                          "threads.",
+                                          kTargetEfficiency, hi)
+                        : absl::StrFormat("Below %.1f of this host's ceiling at %s threads: %s.",
+                                          kTargetEfficiency, hi, absl::StrJoin(below, ", ")),
+                    "\n");
+    report.AddNote(t);
+  }
   bool identical = true;
   for (const auto& [n, d] : digests) identical = identical && d == digests.front().second;
   std::string counts_text;

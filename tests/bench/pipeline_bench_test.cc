@@ -162,11 +162,28 @@ TEST_F(PipelineBenchTest, BuildSweepOverThreadsFitsEveryStageAndChecksTheRelease
   EXPECT_THAT(r.output, ::testing::ContainsRegex("\n(Below 0.8x linear at 2 threads: |No stage "
                                                  "below 0.8x linear at 2 threads)"));
   // pack+shard beside the disk's floor for its bytes, at each count.
-  EXPECT_THAT(r.output, ::testing::ContainsRegex(
-                            "\n\\| 2 \\| [0-9.]+ input MB/s \\[[^]]*\\] \\| writing and syncing the "
-                            "release's [0-9.]+ MB \\(its file sizes, 4 MiB writes, fsync each\\) \\| "
-                            "[0-9.]+ input MB/s \\| [0-9.]+x \\|"));
+  EXPECT_THAT(r.output,
+              ::testing::ContainsRegex(
+                  "\n\\| 2 \\| [0-9.]+ input MB/s \\[[^]]*\\] \\| writing and syncing the "
+                  "release's [0-9.]+ MB \\(its file sizes, 4 MiB writes, fsync each\\) \\| "
+                  "[0-9.]+ input MB/s \\| [0-9.]+x \\|"));
   EXPECT_FALSE(Env::Default()->IsDirectory(tmp_.Join("w/release.ceiling")));
+  // Every stage beside two one-thread builds at once (this host's ceiling at 2 threads).
+  EXPECT_THAT(r.output,
+              HasSubstr("Against this host's ceiling at 2 threads: 2 one-thread builds "));
+  EXPECT_THAT(r.output, HasSubstr("| stage | s at 1 | s at 2 | speed-up | s in 2 one-thread "
+                                  "processes | ceiling speed-up | of the ceiling | target |"));
+  for (const char* stage : {"build", "clean", "tokenize"}) {
+    EXPECT_THAT(r.output,
+                ::testing::ContainsRegex(absl::StrCat(
+                    "\n\\| ", stage, " \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+x \\| [0-9.]+ ",
+                    "\\| [0-9.]+x \\| [0-9.]+ \\| >= 0.8: ")))
+        << stage;
+  }
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("\n(Below 0.8 of this host's ceiling at 2 "
+                                                 "threads: |No stage below 0.8 of this host's "
+                                                 "ceiling at 2 threads)"));
+  EXPECT_FALSE(Env::Default()->IsDirectory(tmp_.Join("w/ceiling")));
   EXPECT_THAT(r.output, HasSubstr("Release bytes identical at threads 1, 2 ("));
   auto json = ReadFileToString(Env::Default(), tmp_.Join("out/build-0.json"));
   ASSERT_TRUE(json.ok()) << json.status();

@@ -204,7 +204,10 @@ absl::StatusOr<std::map<std::string, double>> ConcurrentOneThreadBuilds(Env* env
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
-    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid < 0) {
+      for (pid_t started : pids) ::waitpid(started, nullptr, 0);  // no child left unwaited
+      return absl::InternalError("fork failed");
+    }
     if (pid == 0) {
       const int null = ::open("/dev/null", O_WRONLY);
       if (null >= 0) ::dup2(null, 1);

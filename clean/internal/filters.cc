@@ -15,38 +15,12 @@
 #include "common/hash.h"
 
 namespace grist::clean::internal {
-namespace {
-
-inline bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-inline std::string_view StripAscii(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\n')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n')) --e;
-  return s.substr(b, e - b);
-}
-
-// The first "\n\n" in hay at or after `from`: memchr for the newline (a few per paragraph),
-// glibc's two-byte memmem being a byte-by-byte loop.
-inline size_t FindBlankLine(std::string_view hay, size_t from) {
-  const char* p = hay.data() + std::min(from, hay.size());
-  const char* end = hay.data() + hay.size();
-  while (p < end) {
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
-    if (nl == nullptr || nl + 1 >= end) break;
-    if (nl[1] == '\n') return static_cast<size_t>(nl - hay.data());
-    p = nl + 2;  // nl[1] is no newline: no "\n\n" starts there
-  }
-  return std::string_view::npos;
-}
 
 // The first occurrence of `pat` in `hay` at or after `from`. One byte: memchr. Longer: 16
 // candidate positions at a time whose first and last bytes both match (SSE2), each candidate then
 // compared in full; glibc's memmem for these short phrases walks a shift table byte by byte and
 // was 7% of a clean.
-inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
+size_t FindPhrase(std::string_view hay, std::string_view pat, size_t from) {
   constexpr size_t npos = std::string_view::npos;
   const size_t m = pat.size();
   if (from > hay.size() || m > hay.size() - from) return npos;
@@ -81,9 +55,36 @@ inline size_t Find(std::string_view hay, std::string_view pat, size_t from) {
   return npos;
 }
 
+namespace {
+
+inline bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+inline std::string_view StripAscii(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\n')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n')) --e;
+  return s.substr(b, e - b);
+}
+
+// The first "\n\n" in hay at or after `from`: memchr for the newline (a few per paragraph),
+// glibc's two-byte memmem being a byte-by-byte loop.
+inline size_t FindBlankLine(std::string_view hay, size_t from) {
+  const char* p = hay.data() + std::min(from, hay.size());
+  const char* end = hay.data() + hay.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr || nl + 1 >= end) break;
+    if (nl[1] == '\n') return static_cast<size_t>(nl - hay.data());
+    p = nl + 2;  // nl[1] is no newline: no "\n\n" starts there
+  }
+  return std::string_view::npos;
+}
+
 size_t CountSubstr(std::string_view s, std::string_view pat) {
   size_t n = 0, pos = 0;
-  while ((pos = Find(s, pat, pos)) != std::string_view::npos) {
+  while ((pos = FindPhrase(s, pat, pos)) != std::string_view::npos) {
     ++n;
     pos += pat.size();
   }
@@ -164,10 +165,6 @@ bool StopEnd(std::string_view s) {
 }
 
 }  // namespace
-
-size_t FindPhrase(std::string_view hay, std::string_view pat, size_t from) {
-  return Find(hay, pat, from);
-}
 
 void CountTable::Reset(size_t n) {
   size_t want = 16;
@@ -482,7 +479,7 @@ const char* C4Lines(const C4Options& c4, const std::vector<std::string>& stop_wo
   };
   auto mark = [&](std::string_view pat, uint8_t flag, std::string_view hay) {
     size_t pos = 0;
-    while ((pos = Find(hay, pat, pos)) != std::string_view::npos) {
+    while ((pos = FindPhrase(hay, pat, pos)) != std::string_view::npos) {
       sc->line_flags[line_of(pos)] |= flag;
       pos += 1;
     }
@@ -495,7 +492,7 @@ const char* C4Lines(const C4Options& c4, const std::vector<std::string>& stop_wo
     mark("terms of use", kHasPolicy, low);
     mark("privacy policy", kHasPolicy, low);
     size_t pos = 0;
-    while ((pos = Find(low, "cookie", pos)) != std::string_view::npos) {
+    while ((pos = FindPhrase(low, "cookie", pos)) != std::string_view::npos) {
       std::string_view before = low.substr(0, pos);
       bool hit = low.substr(pos, 13) == "cookie policy";
       if (!hit && low.substr(pos, 7) == "cookies") {

@@ -57,7 +57,7 @@ absl::Status RunBuckets(Ctx& c) {
   // A quarter of the budget for the bucket records, an eighth for the pairs (the rest is the
   // process itself, the readers and writers, and the allocator's slack).
   internal::ExternalSorter<BucketRecord> sorter(
-      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4);
+      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4, c.pool.get());
   std::vector<char> rec(rec_size);
   const int bands = c.opt.near ? c.opt.bands : 0;
   const int rows = c.opt.rows;
@@ -100,7 +100,7 @@ absl::Status RunBuckets(Ctx& c) {
     }
   }
   internal::ExternalSorter<PairRecord> pairs(c.env, tmp, absl::StrFormat("pairs-%05d", J),
-                                             c.opt.memory_limit / 8);
+                                             c.opt.memory_limit / 8, c.pool.get());
   ASSIGN_OR_RETURN(auto lines_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("duplines", J, M)),
                                                   c.Header(Kind::kDupLines, sizeof(LineRecord))));
   // Groups of equal (tag, hi, lo): for exact and band groups, a star of pairs from the group's

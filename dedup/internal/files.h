@@ -18,6 +18,7 @@
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/task_parts.h"
+#include "common/thread_pool.h"
 #include "dedup/dedup_format.h"
 
 namespace grist::dedup::internal {
@@ -145,16 +146,105 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
                                                        const std::string& stem,
                                                        const std::string& producing_stage);
 
+// Sorts `n` records at `data` (T with operator<) on the pool's threads, the result in `out` (room
+// for n): the data cut into one range per thread, each range sorted, then the sorted ranges cut at
+// common splitter values (sampled from them) into one segment per thread, each segment merged into
+// its place in `out`. With operator< a total order (as the dedup records' are) the result is the
+// one std::sort gives, whatever the thread count. Ranges under 64Ki records per thread take one
+// thread.
+template <typename T>
+absl::Status ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
+  constexpr size_t kMinPerThread = size_t{1} << 16;
+  const size_t parts = pool == nullptr ? 1
+                       : std::min<size_t>(static_cast<size_t>(std::max(1, pool->size())),
+                                          std::max<size_t>(1, n / kMinPerThread));
+  if (parts <= 1) {
+    std::sort(data, data + n);
+    std::copy(data, data + n, out);
+    return absl::OkStatus();
+  }
+  std::vector<size_t> bound(parts + 1);
+  for (size_t i = 0; i <= parts; ++i) bound[i] = n * i / parts;
+  absl::Status s = ParallelFor(pool, parts, [&](size_t i) {
+    std::sort(data + bound[i], data + bound[i + 1]);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  // Splitters: 64 evenly spaced records of each sorted range, sorted, every 64th of them.
+  constexpr size_t kSamples = 64;
+  std::vector<T> sample;
+  sample.reserve(parts * kSamples);
+  for (size_t i = 0; i < parts; ++i) {
+    const size_t len = bound[i + 1] - bound[i];
+    for (size_t k = 0; k < kSamples; ++k) sample.push_back(data[bound[i] + len * k / kSamples]);
+  }
+  std::sort(sample.begin(), sample.end());
+  // cut[i * (parts + 1) + j]: where segment j starts in range i (records >= splitter j).
+  std::vector<size_t> cut(parts * (parts + 1));
+  for (size_t i = 0; i < parts; ++i) {
+    cut[i * (parts + 1)] = bound[i];
+    cut[i * (parts + 1) + parts] = bound[i + 1];
+    for (size_t j = 1; j < parts; ++j) {
+      const T& splitter = sample[j * sample.size() / parts];
+      const size_t from = cut[i * (parts + 1) + j - 1];
+      cut[i * (parts + 1) + j] =
+          static_cast<size_t>(std::lower_bound(data + from, data + bound[i + 1], splitter) - data);
+    }
+  }
+  std::vector<size_t> offset(parts + 1, 0);
+  for (size_t j = 0; j < parts; ++j) {
+    size_t len = 0;
+    for (size_t i = 0; i < parts; ++i) len += cut[i * (parts + 1) + j + 1] - cut[i * (parts + 1) + j];
+    offset[j + 1] = offset[j] + len;
+  }
+  return ParallelFor(pool, parts, [&](size_t j) {
+    struct Head {
+      const T* p;
+      const T* end;
+      size_t range;
+    };
+    // A min-heap of the ranges' next records (ties by range, so the merge is stable).
+    auto later = [](const Head& a, const Head& b) {
+      if (*b.p < *a.p) return true;
+      if (*a.p < *b.p) return false;
+      return a.range > b.range;
+    };
+    std::vector<Head> heap;
+    for (size_t i = 0; i < parts; ++i) {
+      const size_t b = cut[i * (parts + 1) + j], e = cut[i * (parts + 1) + j + 1];
+      if (b < e) heap.push_back(Head{data + b, data + e, i});
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    T* o = out + offset[j];
+    while (heap.size() > 1) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      Head& h = heap.back();
+      *o++ = *h.p++;
+      if (h.p == h.end) {
+        heap.pop_back();
+      } else {
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+    }
+    if (!heap.empty()) std::copy(heap[0].p, heap[0].end, o);
+    return absl::OkStatus();
+  });
+}
+
 // Sorts fixed-size records of type T (with operator<) within `memory_bytes`: records collect in a
 // buffer; a full buffer is sorted and spilled as a run file (format::Kind::kRun) in `dir`; Finish()
 // merges the runs. Each run is read back through FileReader, so a corrupted spill is an error.
-// Not thread-safe.
+// With a pool of more than one thread, buffers are sorted on its threads (ParallelSortInto) into a
+// second buffer of the same size, both within `memory_bytes`. Not thread-safe (the pool is used
+// only inside Add and Finish, by the calling thread).
 template <typename T>
 class ExternalSorter {
  public:
-  ExternalSorter(Env* env, std::string dir, std::string stem, uint64_t memory_bytes)
-      : env_(env), dir_(std::move(dir)), stem_(std::move(stem)) {
-    capacity_ = std::max<uint64_t>(1024, memory_bytes / sizeof(T));
+  ExternalSorter(Env* env, std::string dir, std::string stem, uint64_t memory_bytes,
+                 ThreadPool* pool = nullptr)
+      : env_(env), dir_(std::move(dir)), stem_(std::move(stem)),
+        pool_(pool != nullptr && pool->size() > 1 ? pool : nullptr) {
+    capacity_ = std::max<uint64_t>(1024, memory_bytes / sizeof(T) / (pool_ ? 2 : 1));
   }
   ~ExternalSorter() {
     for (const auto& p : runs_) (void)env_->RemoveFile(p);
@@ -177,14 +267,16 @@ class ExternalSorter {
   // Calls emit(record) for every record in sorted order (equal records in any order).
   template <typename Emit>
   absl::Status Finish(Emit emit) {
-    std::sort(buffer_.begin(), buffer_.end());
     if (runs_.empty()) {
-      for (const T& r : buffer_) {
-        absl::Status s = emit(r);
+      absl::StatusOr<const T*> sorted = SortBuffer();
+      if (!sorted.ok()) return sorted.status();
+      for (size_t i = 0; i < buffer_.size(); ++i) {
+        absl::Status s = emit((*sorted)[i]);
         if (!s.ok()) return s;
       }
       buffer_.clear();
       buffer_.shrink_to_fit();
+      sorted_.reset();
       return absl::OkStatus();
     }
     if (!buffer_.empty()) {
@@ -193,6 +285,7 @@ class ExternalSorter {
     }
     buffer_.clear();
     buffer_.shrink_to_fit();
+    sorted_.reset();
     std::vector<std::unique_ptr<FileReader>> readers;
     struct Head {
       T rec;
@@ -226,16 +319,30 @@ class ExternalSorter {
   }
 
  private:
+  // The buffer's records in order: the buffer itself sorted, or (with a pool) sorted_.
+  absl::StatusOr<const T*> SortBuffer() {
+    if (pool_ == nullptr || buffer_.size() < 2) {
+      std::sort(buffer_.begin(), buffer_.end());
+      return buffer_.data();
+    }
+    // Not value-initialized: its pages are touched only by the merge, as the buffer's are by Add.
+    if (!sorted_) sorted_.reset(new T[capacity_]);
+    absl::Status s = ParallelSortInto(buffer_.data(), buffer_.size(), sorted_.get(), pool_);
+    if (!s.ok()) return s;
+    return static_cast<const T*>(sorted_.get());
+  }
+
   absl::Status Spill() {
-    std::sort(buffer_.begin(), buffer_.end());
+    absl::StatusOr<const T*> sorted = SortBuffer();
+    if (!sorted.ok()) return sorted.status();
     std::string path = JoinPath(dir_, stem_ + "-run-" + std::to_string(runs_.size()) + ".bin");
     FileHeader h;
     h.kind = format::Kind::kRun;
     h.record_size = sizeof(T);
     auto w = FileWriter::Open(env_, path, h, /*sync=*/false);
     if (!w.ok()) return w.status();
-    for (const T& r : buffer_) {
-      absl::Status s = (*w)->Add(r);
+    for (size_t i = 0; i < buffer_.size(); ++i) {
+      absl::Status s = (*w)->Add((*sorted)[i]);
       if (!s.ok()) return s;
     }
     absl::Status s = (*w)->Finish();
@@ -247,9 +354,11 @@ class ExternalSorter {
 
   Env* env_;
   std::string dir_, stem_;
+  ThreadPool* pool_;
   uint64_t capacity_;
   uint64_t total_ = 0;
   std::vector<T> buffer_;
+  std::unique_ptr<T[]> sorted_;  // with a pool: the sorted copy of buffer_
   std::vector<std::string> runs_;
 };
 

@@ -2,6 +2,10 @@
 
 #include "dedup/internal/stage_context.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -72,16 +76,19 @@ absl::StatusOr<Ctx> MakeCtx(Env* env, const std::vector<std::string>& inputs,
 
 namespace {
 
-// What a byte becomes in NormalizeForExact: 0 for ASCII whitespace, else itself (kWhitespace) or
-// itself lowercased (kLower; no byte lowercases to 0).
+// What a byte becomes in NormalizeForExact: itself (keep) or itself lowercased (lower), and
+// whether it is ASCII whitespace (space), which NormalizeForExact drops. NUL is kept, as a byte
+// like any other.
 struct ExactTables {
   unsigned char keep[256];
   unsigned char lower[256];
-  constexpr ExactTables() : keep(), lower() {
+  unsigned char space[256];
+  constexpr ExactTables() : keep(), lower(), space() {
     for (int c = 0; c < 256; ++c) {
-      const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-      keep[c] = space ? 0 : static_cast<unsigned char>(c);
-      lower[c] = space ? 0 : static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+      const bool ws = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+      keep[c] = static_cast<unsigned char>(c);
+      lower[c] = static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+      space[c] = ws ? 1 : 0;
     }
   }
 };
@@ -91,7 +98,8 @@ constexpr ExactTables kExact;
 
 Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scratch) {
   if (mode == ExactNormalize::kNone) return Hash128Of(text);
-  const unsigned char* table = mode == ExactNormalize::kLower ? kExact.lower : kExact.keep;
+  const bool lower = mode == ExactNormalize::kLower;
+  const unsigned char* table = lower ? kExact.lower : kExact.keep;
   if (scratch->size() < text.size() + 1) scratch->resize(text.size() + 1);
   char* out = scratch->data();
   const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
@@ -100,16 +108,50 @@ Hash128 ExactHash(std::string_view text, ExactNormalize mode, std::string* scrat
   // so the output never gets ahead of the input. The loop-carried chains are one operation each
   // (o advances by one add; `any` says some byte was kept; `pending` follows from it).
   size_t o = 0, pending = 0, any = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char t = table[p[i]];
-    const size_t keep = t != 0;
-    const size_t space = pending & keep;
+  auto scalar = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const unsigned char t = table[p[i]];
+      const size_t keep = kExact.space[p[i]] ^ 1u;
+      const size_t space = pending & keep;
+      out[o] = ' ';
+      out[o + space] = static_cast<char>(t);
+      o += space + keep;
+      pending = (keep ^ 1) & any;  // whitespace after something kept
+      any |= keep;
+    }
+  };
+  size_t i = 0;
+#if defined(__SSE2__)
+  // Running text is mostly words between single spaces: a block of 16 bytes that starts with a
+  // kept byte and whose only whitespace is single ' ' bytes is copied whole (lowercased for
+  // kLower), after the pending space if any; a trailing ' ' becomes the pending one. Other blocks
+  // go through the byte loop.
+  const __m128i space_v = _mm_set1_epi8(' ');
+  for (; i + 16 <= text.size(); i += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const unsigned sp = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, space_v)));
+    const __m128i ctl = _mm_sub_epi8(x, _mm_set1_epi8('\t'));  // '\t' ... '\r': 0 ... 4
+    const unsigned other_ws = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(ctl, _mm_set1_epi8(4)), ctl)));
+    if (other_ws != 0 || (sp & 1) != 0 || (sp & (sp >> 1)) != 0) {
+      scalar(i, i + 16);
+      continue;
+    }
+    __m128i v = x;
+    if (lower) {
+      const __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('A'));
+      const __m128i upper = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(25)), d);
+      v = _mm_add_epi8(x, _mm_and_si128(upper, _mm_set1_epi8(32)));
+    }
     out[o] = ' ';
-    out[o + space] = static_cast<char>(t);
-    o += space + keep;
-    pending = (keep ^ 1) & any;  // whitespace after something kept
-    any |= keep;
+    o += pending;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o), v);
+    pending = sp >> 15;
+    o += 16 - pending;
+    any = 1;
   }
+#endif
+  scalar(i, text.size());
   return Hash128Of(std::string_view(out, o));
 }
 

@@ -38,6 +38,37 @@ TEST(ExactHash, EqualsTheHashOfNormalizeForExactWithScratchReused) {
   }
 }
 
+// Running text (words between single spaces, some upper case, now and then a newline, a tab, a
+// double space or a NUL) at every alignment: the 16-byte blocks taken whole and the byte loop
+// around them give NormalizeForExact's text.
+TEST(ExactHash, RunningTextMatchesNormalizeForExactAtEveryAlignment) {
+  Rng rng(4);
+  std::string scratch;
+  const char* kSeps[] = {" ", " ", " ", " ", " ", " ", " ", " ", "\n", "  ", "\t", " \n ", "\r\n"};
+  for (int round = 0; round < 400; ++round) {
+    std::string text(rng.Uniform(3), ' ');  // leading whitespace, sometimes
+    const uint64_t words = rng.Uniform(120);
+    for (uint64_t w = 0; w < words; ++w) {
+      if (w) text += kSeps[rng.Uniform(std::size(kSeps))];
+      const uint64_t len = 1 + rng.Uniform(12);
+      for (uint64_t k = 0; k < len; ++k) {
+        const uint64_t r = rng.Uniform(40);
+        text.push_back(r == 0 ? '\0' : r < 6 ? static_cast<char>('A' + rng.Uniform(26))
+                                             : static_cast<char>('a' + rng.Uniform(26)));
+      }
+    }
+    if (rng.Uniform(2)) text += kSeps[rng.Uniform(std::size(kSeps))];  // trailing, sometimes
+    for (size_t shift = 0; shift < 16; shift += 5) {
+      const std::string t = text.substr(std::min(shift, text.size()));
+      for (ExactNormalize m : {ExactNormalize::kWhitespace, ExactNormalize::kLower}) {
+        EXPECT_EQ(internal::ExactHash(t, m, &scratch), Hash128Of(NormalizeForExact(t, m)))
+            << "round " << round << ", shift " << shift;
+      }
+    }
+    if (HasFailure()) break;
+  }
+}
+
 // The stages that read documents keep two splits per thread in flight, counting the budget in
 // the splits actually planned: 2 MB of input is cut into 64 KiB splits, far below the split_bytes
 // cap (1 GiB / 32 capped at 16 MiB; 64 MiB / 32 = 2 MiB), whose count held 16 threads to one

@@ -178,44 +178,67 @@ absl::Status RunFilter(Ctx& c) {
   uint64_t total_bytes = 0;
   for (size_t i : mine) total_bytes += c.splits[i].bytes;
   Progress progress("dedup filter", total_bytes, Progress::Unit::kBytes, !c.run.progress);
+  // A document as the worker leaves it for the single consumer, which merge-joins it with the
+  // removed documents. A kept document is only its serialized record, in its split's `records`
+  // buffer (so the single writer only compresses); the Document itself is kept only where the
+  // consumer may need it: rejected, emptied by line dedup, or with line dedup's text (written
+  // with its original text if the consumer finds it removed as a duplicate).
   struct Out {
     uint64_t key = 0;
-    Document doc;
-    std::string extra;
+    uint64_t input_bytes = 0;
     int where = 0;  // 0 kept, 1 removed (duplicate), 2 rejected, 3 removed (lines)
     int reason = 0;
     uint64_t lines_removed = 0;
-    // Line dedup's text, used unless the consumer finds the document removed as a duplicate.
-    std::string lined_text;
     bool text_changed = false;
-    // The record as kept (line dedup's text if it changed), serialized by the worker so that the
-    // single writer only compresses, and the size of its text. Where the text is unchanged the
-    // worker drops doc.text (text_dropped): a document the consumer then finds removed is written
-    // as this record with the removal's members added (WithExtra), the same bytes as Append.
-    std::string kept_record;
+    size_t record_begin = 0, record_end = 0;  // the record as kept, in SplitOut::records
     uint64_t kept_text_bytes = 0;
-    bool text_dropped = false;
+    std::string extra;
+    std::unique_ptr<Document> doc;
+  };
+  // One split's documents. Split outputs are recycled (their buffers keep their capacity): the
+  // workers' allocations per document made glibc grow 16 arenas a few KiB at a time, each growth
+  // an mprotect under the process's mmap lock, which took half the stage's CPU time in the kernel
+  // at 16 threads on the GPU host.
+  struct SplitOut {
+    std::vector<Out> outs;
+    std::string records;
+  };
+  absl::Mutex pool_mu;
+  std::vector<std::unique_ptr<SplitOut>> free_outs;  // guarded by pool_mu
+  auto take_out = [&]() {
+    {
+      absl::MutexLock l(&pool_mu);
+      if (!free_outs.empty()) {
+        std::unique_ptr<SplitOut> o = std::move(free_outs.back());
+        free_outs.pop_back();
+        return o;
+      }
+    }
+    return std::make_unique<SplitOut>();
   };
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
-  RETURN_IF_ERROR(OrderedParallel<std::vector<Out>>(
+  RETURN_IF_ERROR(OrderedParallel<std::unique_ptr<SplitOut>>(
       c.pool.get(), mine.size(), window,
-      [&](size_t i) -> absl::StatusOr<std::vector<Out>> {
-        std::vector<Out> outs;
-        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, Document& read) -> absl::Status {
-          Out o;
+      [&](size_t i) -> absl::StatusOr<std::unique_ptr<SplitOut>> {
+        std::unique_ptr<SplitOut> split = take_out();
+        split->outs.clear();
+        split->records.clear();
+        std::string text;
+        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, Document& doc) -> absl::Status {
+          Out& o = split->outs.emplace_back();
           o.key = key;
-          o.doc = std::move(read);
-          read = Document();  // the reader fills the next record into a valid Document
-          const Document& doc = o.doc;
+          o.input_bytes = doc.input_bytes;
           if (!doc.error.empty()) {
             o.where = 2;
             o.extra = "\"dedup\":{\"reason\":\"rejected\",\"error\":";
             AppendJsonString(&o.extra, doc.error);
             o.extra += "}";
-          } else if (!dup_lines.empty()) {
-            std::string text;
-            text.reserve(doc.text.size());
+            o.doc = std::make_unique<Document>(doc);
+            return absl::OkStatus();
+          }
+          if (!dup_lines.empty()) {
+            text.clear();
             uint64_t dropped = 0;
             ForEachLine(doc.text, [&](std::string_view line, bool newline) {
               if (!IsBlank(line)) {
@@ -235,36 +258,32 @@ absl::Status RunFilter(Ctx& c) {
                 o.where = 3;
                 o.extra = absl::StrCat("\"dedup\":{\"reason\":\"lines\",\"lines_removed\":",
                                        dropped, "}");
-              } else {
-                o.lined_text = std::move(text);
-                o.text_changed = true;
+                o.doc = std::make_unique<Document>(doc);
+                return absl::OkStatus();
               }
+              o.text_changed = true;
+              o.doc = std::make_unique<Document>(doc);  // the original text, if found removed
+              std::swap(doc.text, text);
             }
           }
-          if (o.where == 0) {
-            if (o.text_changed) std::swap(o.doc.text, o.lined_text);
-            AppendRecord(&o.kept_record, o.doc);
-            o.kept_text_bytes = o.doc.text.size();
-            if (o.text_changed) {
-              std::swap(o.doc.text, o.lined_text);
-            } else {
-              o.doc.text = std::string();
-              o.text_dropped = true;
-            }
-          }
-          outs.push_back(std::move(o));
+          o.record_begin = split->records.size();
+          AppendRecord(&split->records, doc);
+          o.record_end = split->records.size();
+          o.kept_text_bytes = doc.text.size();
           return absl::OkStatus();
         }, &progress, decoders.get()));
-        return outs;
+        return split;
       },
-      [&](size_t, std::vector<Out>&& outs) -> absl::Status {
-        for (Out& o : outs) {
+      [&](size_t, std::unique_ptr<SplitOut>&& split) -> absl::Status {
+        const std::string& records = split->records;
+        for (Out& o : split->outs) {
+          const std::string_view record(records.data() + o.record_begin,
+                                        o.record_end - o.record_begin);
           while (have_removed && next_removed.doc < o.key) RETURN_IF_ERROR(advance_removed());
           if (have_removed && next_removed.doc == o.key) {
             if (o.where != 2) {
               o.where = 1;
               o.lines_removed = 0;
-              o.text_changed = false;
               o.reason = static_cast<int>(next_removed.kind);
               ASSIGN_OR_RETURN(std::string kept_id, id_streams[0].Of(next_removed.doc));
               ASSIGN_OR_RETURN(std::string dup_id, id_streams[1].Of(next_removed.doc));
@@ -273,36 +292,38 @@ absl::Status RunFilter(Ctx& c) {
             RETURN_IF_ERROR(advance_removed());
           }
           ++stats[kDocsIn];
-          stats[kBytesIn] += o.doc.input_bytes;
-          stats[kInputBytes] += o.doc.input_bytes;
+          stats[kBytesIn] += o.input_bytes;
+          stats[kInputBytes] += o.input_bytes;
           switch (o.where) {
             case 0:
               ++stats[kDocsOut];
               stats[kBytesOut] += o.kept_text_bytes;
               stats[kLinesRemoved] += o.lines_removed;
-              RETURN_IF_ERROR(kept_w->AppendSerialized(o.kept_record));
+              RETURN_IF_ERROR(kept_w->AppendSerialized(record));
               break;
             case 1:
               ++stats[kDocsRemoved];
               ++stats[o.reason == static_cast<int>(PairKind::kExact) ? kRemovedExact : kRemovedNear];
-              if (o.text_dropped) {
-                RETURN_IF_ERROR(removed_w->AppendSerialized(WithExtra(o.kept_record, o.extra)));
+              if (o.doc == nullptr) {  // the record as kept is the document as read
+                RETURN_IF_ERROR(removed_w->AppendSerialized(WithExtra(record, o.extra)));
               } else {
-                RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+                RETURN_IF_ERROR(removed_w->Append(*o.doc, o.extra));
               }
               break;
             case 2:
               ++stats[kDocsRejected];
-              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              RETURN_IF_ERROR(removed_w->Append(*o.doc, o.extra));
               break;
             default:
               ++stats[kDocsRemoved];
               ++stats[kRemovedLines];
               stats[kLinesRemoved] += o.lines_removed;
-              RETURN_IF_ERROR(removed_w->Append(o.doc, o.extra));
+              RETURN_IF_ERROR(removed_w->Append(*o.doc, o.extra));
               break;
           }
         }
+        absl::MutexLock l(&pool_mu);
+        free_outs.push_back(std::move(split));
         return absl::OkStatus();
       }));
   // Read the rest, so that every task checks the whole file's checksum.

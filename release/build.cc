@@ -97,12 +97,14 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return r;
   };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  std::unique_ptr<tokenize::Tokenizer> given_model;
   if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
     auto bytes = ReadFileToString(env, bc.tokenizer_model);
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
-    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model).status());
+    ASSIGN_OR_RETURN(given_model, tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model));
   }
   Build b{.env = env, .opts = opts, .bc = bc, .work = opts.output_dir + ".work"};
+  b.given_model = std::move(given_model);
   // A work folder from another config (or --restart) is discarded.
   if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(b.work));
   if (env->IsDirectory(b.StagesDir())) {

@@ -217,7 +217,10 @@ absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
   if (!b.bc.tokenizer_model.empty()) {
     auto bytes = ReadFileToString(b.env, b.bc.tokenizer_model);
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
-    RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, b.bc.tokenizer_model).status());
+    // Checked already when BuildRelease loaded it, unless the file changed since.
+    if (b.given_model == nullptr || b.given_model->model_bytes() != *bytes) {
+      RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, b.bc.tokenizer_model).status());
+    }
     RETURN_IF_ERROR(WriteFileAtomic(b.env, b.ModelPath(), *bytes));
     r.summary.note = "pretrained";
     r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");

@@ -92,12 +92,24 @@ struct Build {
   const std::vector<std::string>& Reads(const StageDef& s) const {
     return s.inputs == StageDef::Inputs::kConfigInputs ? bc.inputs : docs;
   }
+  // The release's tokenizer (ModelPath()), loaded once: the given model (tokenizer.model), which
+  // BuildRelease loads to check it before any stage runs, serves as long as the work folder's copy
+  // has its bytes (a 32k model takes tens of milliseconds to load and to free, each time on the
+  // build's one serial path).
   absl::StatusOr<tokenize::Tokenizer*> Tokenizer() {
-    if (!tokenizer) {
-      ASSIGN_OR_RETURN(tokenizer, tokenize::Tokenizer::Load(env, ModelPath()));
+    if (tokenizer) return tokenizer.get();
+    if (given_model) {
+      ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(env, ModelPath()));
+      if (bytes == given_model->model_bytes()) {
+        tokenizer = std::move(given_model);
+        return tokenizer.get();
+      }
     }
+    ASSIGN_OR_RETURN(tokenizer, tokenize::Tokenizer::Load(env, ModelPath()));
     return tokenizer.get();
   }
+  // The config's tokenizer.model, loaded and checked by BuildRelease (null without one).
+  std::unique_ptr<tokenize::Tokenizer> given_model;
   // Called once a stage's outputs are written and synced: hashes them into the record, then
   // writes the record (atomically), with the crash points of release/crash_points.h between.
   absl::Status Complete(const StageDef& s, StageRecord& r) {

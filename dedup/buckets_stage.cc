@@ -59,8 +59,7 @@ absl::Status RunBuckets(Ctx& c) {
   internal::ExternalSorter<BucketRecord> sorter(
       c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4, c.pool.get());
   std::vector<char> rec(rec_size);
-  const int bands = c.opt.near ? c.opt.bands : 0;
-  const int rows = c.opt.rows;
+  const int bands = SigBands(c);
   for (auto& r : sig_readers) {
     while (true) {
       ASSIGN_OR_RETURN(bool more, r->Next(rec.data()));
@@ -73,10 +72,10 @@ absl::Status RunBuckets(Ctx& c) {
         RETURN_IF_ERROR(sorter.Add(BucketRecord{0, s.exact_hi, s.exact_lo, s.key}));
       }
       if (s.flags & format::kFlagNoShingles) continue;
-      const char* sig = rec.data() + sizeof(SigRecord);
+      const char* band_hashes = rec.data() + sizeof(SigRecord);
       for (int b = 0; b < bands; ++b) {
-        uint64_t h = Hash64(sig + 8 * static_cast<size_t>(b) * rows, 8 * static_cast<size_t>(rows),
-                            static_cast<uint64_t>(b));
+        uint64_t h;
+        std::memcpy(&h, band_hashes + 8 * static_cast<size_t>(b), 8);
         uint64_t tag = 2 + static_cast<uint64_t>(b);
         if (Partition(tag, 0, h, M) == static_cast<uint64_t>(J)) {
           RETURN_IF_ERROR(sorter.Add(BucketRecord{tag, 0, h, s.key}));

@@ -10,7 +10,7 @@ namespace grist::dedup::format {
 // Every intermediate file: Header, records, Footer (all integers little-endian).
 inline constexpr char kMagic[8] = {'G', 'R', 'D', 'E', 'D', 'U', 'P', '\0'};
 inline constexpr char kFooterMagic[8] = {'G', 'R', 'D', 'D', 'E', 'N', 'D', '\0'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // 2: signatures hold band hashes, not the MinHash
 inline constexpr size_t kHeaderSize = 40;
 inline constexpr size_t kFooterSize = 24;
 // Variable-length records (kIds): u64 key, u32 length, bytes; lengths above this are corruption.
@@ -47,7 +47,7 @@ inline constexpr int kOrdinalBits = 40;
 inline constexpr uint32_t kFlagNoShingles = 1;  // no words: no signature, never a near duplicate
 inline constexpr uint32_t kFlagBadRecord = 2;   // the reader reported an error: not deduplicated
 
-struct SigRecord {  // followed by num_perm u64
+struct SigRecord {  // followed by `bands` u64: the LSH band hashes (none without near dedup)
   uint64_t key;
   uint64_t exact_hi;
   uint64_t exact_lo;

@@ -49,8 +49,10 @@ absl::Status RunSignatures(Ctx& c) {
     RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, stem, c.run.tasks));
   }
   const uint32_t rec_size = SigRecordSize(c);
+  const int bands = SigBands(c);
   ASSIGN_OR_RETURN(auto sig_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks)),
-                                                c.Header(Kind::kSignatures, rec_size, c.opt.num_perm)));
+                                                c.Header(Kind::kSignatures, rec_size,
+                                                         static_cast<uint32_t>(bands))));
   ASSIGN_OR_RETURN(auto ids_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("ids", c.run.task, c.run.tasks)),
                                                 c.Header(Kind::kIds, 0)));
   std::unique_ptr<FileWriter> lines_w;
@@ -79,6 +81,7 @@ absl::Status RunSignatures(Ctx& c) {
         std::vector<uint64_t> shingles;
         std::string scratch, exact_scratch;
         std::vector<uint64_t> sig(c.opt.num_perm);
+        std::vector<uint64_t> band_hashes(static_cast<size_t>(bands));
         std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
           ++out.docs;
@@ -89,7 +92,7 @@ absl::Status RunSignatures(Ctx& c) {
           if (!doc.error.empty()) {
             ++out.bad;
             r.flags = format::kFlagBadRecord;
-            std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+            std::fill(band_hashes.begin(), band_hashes.end(), ~uint64_t{0});
           } else {
             Hash128 h = ExactHash(doc.text, c.opt.exact_normalize, &exact_scratch);
             r.exact_hi = h.high;
@@ -102,9 +105,10 @@ absl::Status RunSignatures(Ctx& c) {
             r.shingles = static_cast<uint32_t>(std::min<size_t>(shingles.size(), UINT32_MAX));
             if (shingles.empty()) {
               r.flags |= format::kFlagNoShingles;
-              std::fill(sig.begin(), sig.end(), ~uint64_t{0});
+              std::fill(band_hashes.begin(), band_hashes.end(), ~uint64_t{0});
             } else {
               hasher.Compute(shingles, sig.data());
+              for (int b = 0; b < bands; ++b) band_hashes[b] = BandHash(sig.data(), b, c.opt.rows);
             }
             if (c.opt.line_dedup) {
               doc_lines.clear();
@@ -119,7 +123,7 @@ absl::Status RunSignatures(Ctx& c) {
             }
           }
           out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
-          out.sigs.append(reinterpret_cast<const char*>(sig.data()), 8 * sig.size());
+          out.sigs.append(reinterpret_cast<const char*>(band_hashes.data()), 8 * band_hashes.size());
           return absl::OkStatus();
         }, &progress, decoders.get()));
         return out;

@@ -248,8 +248,15 @@ absl::StatusOr<std::vector<std::unique_ptr<FileReader>>> OpenAll(const Ctx& c, c
   return out;
 }
 
+int SigBands(const Ctx& c) { return c.opt.near ? c.opt.bands : 0; }
+
 uint32_t SigRecordSize(const Ctx& c) {
-  return static_cast<uint32_t>(sizeof(SigRecord) + 8 * static_cast<size_t>(c.opt.num_perm));
+  return static_cast<uint32_t>(sizeof(SigRecord) + 8 * static_cast<size_t>(SigBands(c)));
+}
+
+uint64_t BandHash(const uint64_t* signature, int band, int rows) {
+  return Hash64(reinterpret_cast<const char*>(signature + static_cast<size_t>(band) * rows),
+                8 * static_cast<size_t>(rows), static_cast<uint64_t>(band));
 }
 
 

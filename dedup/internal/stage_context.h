@@ -186,8 +186,14 @@ absl::StatusOr<std::vector<std::unique_ptr<FileReader>>> OpenAll(const Ctx& c, c
                                                                 DedupStage producer, Kind kind,
                                                                 uint32_t record_size);
 
-// Bytes of one signatures record (header and num_perm hash values).
+// The LSH bands a signatures record holds: the resolved bands with near dedup, else none.
+int SigBands(const Ctx& c);
+// Bytes of one signatures record: SigRecord and SigBands(c) band hashes. The signatures stage
+// hashes each band of the MinHash as it computes it, so the buckets stage reads 8 bytes per band
+// instead of the whole MinHash (896 bytes at 112 permutations) and hashes nothing.
 uint32_t SigRecordSize(const Ctx& c);
+// The hash of band `band` (rows `rows`) of a MinHash signature: its bucket in that band.
+uint64_t BandHash(const uint64_t* signature, int band, int rows);
 
 inline bool IsAsciiSpace(unsigned char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';

@@ -4,13 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/rng.h"
 #include "dedup/dedup.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+#include "dedup/minhash.h"
 #include "tests/test_util.h"
 
 namespace grist::dedup {
@@ -94,6 +99,61 @@ TEST(SplitWindow, TwoSplitsPerThreadWhenThePlannedSplitsFitTheBudget) {
     for (const InputSplit& s : c->splits) ASSERT_LE(s.bytes, uint64_t{64} << 10);
     EXPECT_EQ(internal::SplitWindow(*c, 2), 32u) << budget;
     EXPECT_EQ(internal::SplitWindow(*c, 1), 16u) << budget;
+  }
+}
+
+// The signatures file holds, per document, the hash of each LSH band of its MinHash (what the
+// buckets stage groups by), computed from the document's shingles here by definition.
+TEST(Signatures, RecordsHoldTheBandHashesOfTheMinHash) {
+  TempDir t;
+  std::string jsonl;
+  std::vector<std::string> texts;
+  Rng rng(9);
+  for (int d = 0; d < 40; ++d) {
+    std::string text;
+    for (int w = 0; w < 30 + d; ++w) absl::StrAppend(&text, w ? " " : "", "w", rng.Uniform(300));
+    texts.push_back(text);
+    absl::StrAppend(&jsonl, "{\"text\": \"", text, "\"}\n");
+  }
+  jsonl += "{\"text\": \"\"}\n";  // no shingles
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("in.jsonl"), jsonl).ok());
+  DedupOptions o;
+  RunOptions run;
+  run.threads = 3;
+  run.progress = false;
+  ASSERT_TRUE(RunDedupStage(Env::Default(), DedupStage::kSignatures, {t.Join("in.jsonl")},
+                            t.Join("out"), o, run).ok());
+  auto c = internal::MakeCtx(Env::Default(), {t.Join("in.jsonl")}, t.Join("out"), o, run);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const int bands = internal::SigBands(*c);
+  const int rows = c->opt.rows;
+  ASSERT_EQ(bands, 14);
+  ASSERT_EQ(internal::SigRecordSize(*c), sizeof(format::SigRecord) + 8u * 14);
+  auto reader = internal::FileReader::Open(Env::Default(),
+                                           t.Join("out/.dedup-work/sig/sig-00000-of-00001.bin"),
+                                           format::Kind::kSignatures, internal::SigRecordSize(*c));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const MinHasher hasher(o.num_perm, o.seed);
+  std::vector<char> rec(internal::SigRecordSize(*c));
+  std::vector<uint64_t> shingles, sig(o.num_perm);
+  for (size_t d = 0; d <= texts.size(); ++d) {
+    auto more = (*reader)->Next(rec.data());
+    ASSERT_TRUE(more.ok() && *more) << d;
+    format::SigRecord r;
+    std::memcpy(&r, rec.data(), sizeof(r));
+    if (d == texts.size()) {
+      EXPECT_TRUE(r.flags & format::kFlagNoShingles);
+      continue;
+    }
+    ShingleHashesUnordered(texts[d], ShingleOptions{}, &shingles);
+    hasher.Compute(shingles, sig.data());
+    for (int b = 0; b < bands; ++b) {
+      uint64_t stored;
+      std::memcpy(&stored, rec.data() + sizeof(r) + 8 * static_cast<size_t>(b), 8);
+      EXPECT_EQ(stored, internal::BandHash(sig.data(), b, rows)) << "doc " << d << " band " << b;
+      EXPECT_EQ(stored, Hash64(reinterpret_cast<const char*>(sig.data() + b * rows), 8 * rows,
+                               static_cast<uint64_t>(b)));
+    }
   }
 }
 

@@ -337,8 +337,9 @@ absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& i
         return absl::OkStatus();
       });
   if (!st.ok()) return Annotate(st, "clean");
-  ASSIGN_OR_RETURN(report.kept_parts, kept_writer->Finish());
-  ASSIGN_OR_RETURN(report.reject_parts, reject_writer->Finish());
+  ASSIGN_OR_RETURN(auto parts, FinishAll({kept_writer.get(), reject_writer.get()}));
+  report.kept_parts = std::move(parts[0]);
+  report.reject_parts = std::move(parts[1]);
   progress.Finish();
 
   if (!report.counts.Balanced() || kept_writer->records() != report.counts.docs_out ||

@@ -308,6 +308,23 @@ class ZstdRecordWriter : public RecordWriter {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::vector<PartInfo>>> FinishAll(
+    const std::vector<RecordWriter*>& writers) {
+  std::vector<absl::StatusOr<std::vector<PartInfo>>> results(writers.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < writers.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = writers[i]->Finish(); });
+  }
+  if (!writers.empty()) results[0] = writers[0]->Finish();
+  for (std::thread& t : threads) t.join();
+  std::vector<std::vector<PartInfo>> out;
+  for (auto& r : results) {
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Open(Env* env, std::string dir,
                                                                  std::string prefix,
                                                                  OutputOptions options) {

@@ -88,6 +88,13 @@ class RecordWriter {
   virtual uint64_t records() const = 0;
 };
 
+// Finishes `writers` at once, each on its own thread: their last frames, syncs and renames
+// overlap instead of queueing behind each other (a stage's kept and rejected parts: at 16 threads
+// the sequential syncs were about a tenth of `grist clean`'s time). Returns each writer's parts, in
+// the order given, or the first error in that order; every writer is finished either way.
+absl::StatusOr<std::vector<std::vector<PartInfo>>> FinishAll(
+    const std::vector<RecordWriter*>& writers);
+
 // Serializes one record line (without the trailing newline), as RecordWriter writes it. Thread-safe.
 std::string SerializeRecord(const Document& doc, std::string_view extra_json = {});
 // The same, appended to *out.

@@ -331,8 +331,7 @@ absl::Status RunFilter(Ctx& c) {
   for (IdStream& st : id_streams) {
     while (st.valid) RETURN_IF_ERROR(st.Advance());
   }
-  RETURN_IF_ERROR(kept_w->Finish().status());
-  RETURN_IF_ERROR(removed_w->Finish().status());
+  RETURN_IF_ERROR(FinishAll({kept_w.get(), removed_w.get()}).status());
   progress.Finish();
   if (stats[kDocsIn] != stats[kDocsOut] + stats[kDocsRemoved] + stats[kDocsRejected]) {
     return absl::InternalError("dedup filter: documents in != kept + removed + rejected");

@@ -309,6 +309,48 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
 // records and as AppendSerialized of each: frame and part ends fall after the same records,
 // whatever the batch boundaries, however the bytes reach the writer and however many threads
 // compress the frames.
+// FinishAll finishes several writers at once: each one's parts come back in the order given, as
+// its own Finish would return them; a writer that fails (here: its rename) gives the error, and
+// the others are still finished.
+TEST(RecordWriterTest, FinishAllFinishesEveryWriterAndReportsTheFirstError) {
+  TempDir t;
+  FaultInjectionEnv env(Env::Default());
+  auto write = [&](const std::string& dir, int n) {
+    auto w = RecordWriter::Open(&env, t.Join(dir), "part");
+    EXPECT_TRUE(w.ok());
+    for (int i = 0; i < n; ++i) {
+      Document d;
+      d.text = dir + " " + std::to_string(i);
+      EXPECT_TRUE((*w)->Append(d).ok());
+    }
+    return std::move(*w);
+  };
+  auto a = write("a", 30), b = write("b", 7), c = write("c", 1);
+  auto parts = FinishAll({a.get(), b.get(), c.get()});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_EQ((*parts)[0].at(0).records, 30u);
+  EXPECT_EQ((*parts)[1].at(0).records, 7u);
+  EXPECT_EQ((*parts)[2].at(0).records, 1u);
+  EXPECT_EQ((*parts)[1][0].path, t.Join("b/part-00000.jsonl.zst"));
+  EXPECT_EQ(ReadAll(t.Join("a")).docs.size(), 30u);
+  EXPECT_EQ(ReadAll(t.Join("b")).docs.size(), 7u);
+
+  auto d = write("d", 5), e = write("e", 5);
+  env.SetFailRename(true);
+  auto failed = FinishAll({d.get(), e.get()});
+  env.SetFailRename(false);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(std::string(failed.status().message()).find(t.Join("d")), std::string::npos)
+      << failed.status();
+  // Both were finished (an Append after Finish is refused), and neither published a part.
+  for (RecordWriter* w : {d.get(), e.get()}) {
+    EXPECT_EQ(w->Append(Document()).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_FALSE(Env::Default()->FileExists(t.Join("d/part-00000.jsonl.zst")));
+  EXPECT_FALSE(Env::Default()->FileExists(t.Join("e/part-00000.jsonl.zst")));
+}
+
 TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   std::vector<Document> docs(500);
   for (int i = 0; i < 500; ++i) {

@@ -18,7 +18,9 @@
 //
 // Memory: per file decoder at most `chunks_in_flight` decoded pieces (each at most 1 MiB) waiting
 // for readers, plus one piece per open reader. The decoder waits while the limit is reached.
-// Default: 8 per thread, at least 16 (so 16 MiB on 2 threads, 128 MiB on 16).
+// Default: 8 per thread, at least 16 (so 16 MiB on 2 threads, 128 MiB on 16). When a split is
+// claimed, the decoders of the next kAheadFiles files (in list order) start too, holding at most
+// kAheadPieces pieces each until a split of theirs is claimed.
 //
 // Deadlock freedom: the pieces come out in split order, and a pass opens its splits in list order
 // (the lowest split not yet read completely is always open or about to be: OrderedParallel starts
@@ -45,6 +47,8 @@ class Env;
 class SplitDecoders {
  public:
   static size_t DefaultChunksInFlight(int threads);
+  static constexpr size_t kAheadFiles = 2;
+  static constexpr size_t kAheadPieces = 4;
 
   // `splits`: the splits this pass reads, in the order it opens them. Only stream splits matter.
   SplitDecoders(Env* env, const std::vector<InputFile>& files, const std::vector<InputSplit>& splits,
@@ -64,6 +68,7 @@ class SplitDecoders {
   InputOptions options_;
   size_t chunks_in_flight_;
   std::map<size_t, std::unique_ptr<FileDecoder>> decoders_;  // by file index
+  std::vector<FileDecoder*> order_;  // the decoders in the order of their files' first splits
 };
 
 }  // namespace grist

@@ -937,7 +937,7 @@ TEST(ExternalSorter, ParallelSortMatchesStdSortForEveryThreadCount) {
       ThreadPool pool(threads);
       std::vector<format::BucketRecord> in = data, out(n);
       ASSERT_TRUE(internal::ParallelSortInto(in.data(), n, out.data(), &pool).ok());
-      ASSERT_EQ(std::memcmp(out.data(), want.data(), n * sizeof(format::BucketRecord)), 0)
+      ASSERT_TRUE(n == 0 || std::memcmp(out.data(), want.data(), n * sizeof(format::BucketRecord)) == 0)
           << "n " << n << ", " << threads << " threads";
     }
   }

@@ -20,14 +20,14 @@ using grist::dedup::internal::FileHeader;
 using grist::dedup::internal::FileReader;
 using grist::dedup::internal::FileWriter;
 
-constexpr uint32_t kNumPerm = 16;
+constexpr uint32_t kBands = 14;  // a signatures record: SigRecord, then one hash per LSH band
 
 struct KindSpec {
   fmt::Kind kind;
   uint32_t record_size;  // 0: variable length
 };
 const KindSpec kKinds[] = {
-    {fmt::Kind::kSignatures, sizeof(fmt::SigRecord) + 8 * kNumPerm},
+    {fmt::Kind::kSignatures, sizeof(fmt::SigRecord) + 8 * kBands},
     {fmt::Kind::kIds, 0},
     {fmt::Kind::kLineHashes, sizeof(fmt::LineRecord)},
     {fmt::Kind::kRun, sizeof(fmt::BucketRecord)},
@@ -46,7 +46,7 @@ void Seeds(const char* dir) {
     FileHeader h;
     h.kind = kKinds[k].kind;
     h.record_size = kKinds[k].record_size;
-    h.aux = h.kind == fmt::Kind::kSignatures ? kNumPerm : 0;
+    h.aux = h.kind == fmt::Kind::kSignatures ? kBands : 0;
     h.task = 1;
     h.tasks = 3;
     h.fingerprint = 0xfeed;

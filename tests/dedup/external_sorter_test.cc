@@ -1,0 +1,113 @@
+// The external sort of the dedup stages (dedup/internal/files.h): spills and merges within its
+// budget, and sorts on a pool's threads to std::sort's order at any thread count.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/env.h"
+#include "common/rng.h"
+#include "common/thread_pool.h"
+#include "dedup/dedup_format.h"
+#include "dedup/internal/files.h"
+#include "tests/test_util.h"
+
+namespace grist::dedup {
+namespace {
+
+using ::grist::testing::TempDir;
+
+TEST(ExternalSorter, SpillsAndMergesInOrder) {
+  TempDir tmp;
+  Rng rng(5);
+  std::vector<format::PairRecord> all;
+  {
+    internal::ExternalSorter<format::PairRecord> sorter(Env::Default(), tmp.path(), "t",
+                                                        24 * 1024);
+    for (int i = 0; i < 20000; ++i) {
+      format::PairRecord p{rng.Uniform(1000), rng.Uniform(1000), 0, 0};
+      all.push_back(p);
+      ASSERT_TRUE(sorter.Add(p).ok());
+    }
+    EXPECT_GE(sorter.runs(), 10u);
+    std::vector<format::PairRecord> got;
+    ASSERT_TRUE(sorter.Finish([&](const format::PairRecord& p) {
+      got.push_back(p);
+      return absl::OkStatus();
+    }).ok());
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(got.size(), all.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].a == all[i].a && got[i].b == all[i].b) << i;
+    }
+  }
+  // Runs are removed when the sorter is destroyed.
+  EXPECT_TRUE(Env::Default()->ListDir(tmp.path())->empty());
+}
+
+// The parallel sort gives std::sort's order (the records' order is total) for every thread count,
+// on sizes around the one-thread cut-off, with runs of equal records and skewed keys (most records
+// in one bucket, as exact copies give).
+TEST(ExternalSorter, ParallelSortMatchesStdSortForEveryThreadCount) {
+  Rng rng(11);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 16) * 2 - 1,
+                   (size_t{1} << 16) * 5 + 17}) {
+    std::vector<format::BucketRecord> data(n);
+    for (size_t i = 0; i < n; ++i) {
+      const bool skew = rng.Uniform(4) == 0;  // a quarter share one key
+      data[i] = format::BucketRecord{rng.Uniform(3), skew ? 7 : rng.Uniform(50),
+                                     skew ? 7 : rng.Next(), rng.Uniform(1000)};
+    }
+    std::vector<format::BucketRecord> want = data;
+    std::sort(want.begin(), want.end());
+    for (int threads : {1, 2, 3, 8}) {
+      ThreadPool pool(threads);
+      std::vector<format::BucketRecord> in = data, out(n);
+      ASSERT_TRUE(internal::ParallelSortInto(in.data(), n, out.data(), &pool).ok());
+      ASSERT_TRUE(n == 0 || std::memcmp(out.data(), want.data(), n * sizeof(format::BucketRecord)) == 0)
+          << "n " << n << ", " << threads << " threads";
+    }
+  }
+}
+
+// With a pool, the sorter sorts on its threads into a second buffer within the same budget (twice
+// the runs of one thread) and gives the same records in the same order.
+TEST(ExternalSorter, WithAPoolGivesTheSameOrderWithinTheBudget) {
+  TempDir tmp;
+  Rng rng(6);
+  std::vector<format::PairRecord> all;
+  for (int i = 0; i < 300000; ++i) {
+    all.push_back(format::PairRecord{rng.Uniform(5000), rng.Uniform(5000),
+                                     static_cast<uint32_t>(rng.Uniform(2)), 0});
+  }
+  std::vector<format::PairRecord> want = all;
+  std::sort(want.begin(), want.end());
+  for (uint64_t budget : {uint64_t{4} << 20, uint64_t{64} << 20}) {
+    size_t runs[2] = {0, 0};
+    for (int threads : {1, 4}) {
+      ThreadPool pool(threads);
+      internal::ExternalSorter<format::PairRecord> sorter(Env::Default(), tmp.path(), "p", budget,
+                                                          &pool);
+      for (const auto& p : all) ASSERT_TRUE(sorter.Add(p).ok());
+      runs[threads == 1 ? 0 : 1] = sorter.runs();
+      std::vector<format::PairRecord> got;
+      ASSERT_TRUE(sorter.Finish([&](const format::PairRecord& p) {
+        got.push_back(p);
+        return absl::OkStatus();
+      }).ok());
+      ASSERT_EQ(got.size(), want.size());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(format::PairRecord)), 0)
+          << threads << " threads, budget " << budget;
+    }
+    if (budget == (uint64_t{4} << 20)) {
+      EXPECT_EQ(runs[0], 1u);  // 300000 x 24 bytes in 4 MiB: one spill, then the rest in memory
+      EXPECT_EQ(runs[1], 3u);  // half the records per buffer
+    } else {
+      EXPECT_EQ(runs[0] + runs[1], 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grist::dedup

@@ -305,8 +305,9 @@ SplitDecoders::SplitDecoders(Env* env, const std::vector<InputFile>& files,
     if (d == nullptr) {
       d = std::make_unique<FileDecoder>(env_, files[s.file_index], options_, s.stream_stride,
                                         chunks_in_flight_);
+      position_[d.get()] = order_.size();
+      order_.push_back(d.get());
     }
-    if (std::find(order_.begin(), order_.end(), d.get()) == order_.end()) order_.push_back(d.get());
     d->List(s.begin / s.stream_stride);
   }
 }
@@ -320,10 +321,9 @@ SplitDecoders::FileDecoder* SplitDecoders::Claim(const InputSplit& split) {
   // The next files' decoders start now, so that their first pieces are ready when their splits
   // are opened (on the GPU host's 16 threads, readers of Wikinews' small files otherwise slept
   // about a tenth of the run waiting for a decoder that started only with the file's first claim).
-  const auto pos = std::find(order_.begin(), order_.end(), it->second.get());
-  for (auto next = pos + 1; next != order_.end() && next - pos <= static_cast<long>(kAheadFiles);
-       ++next) {
-    (*next)->StartAhead();
+  const size_t pos = position_.at(it->second.get());
+  for (size_t next = pos + 1; next < order_.size() && next <= pos + kAheadFiles; ++next) {
+    order_[next]->StartAhead();
   }
   return it->second.get();
 }

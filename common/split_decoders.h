@@ -69,6 +69,7 @@ class SplitDecoders {
   size_t chunks_in_flight_;
   std::map<size_t, std::unique_ptr<FileDecoder>> decoders_;  // by file index
   std::vector<FileDecoder*> order_;  // the decoders in the order of their files' first splits
+  std::map<const FileDecoder*, size_t> position_;  // each one's index in order_
 };
 
 }  // namespace grist

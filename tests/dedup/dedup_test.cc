@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -15,7 +14,6 @@
 #include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/rng.h"
-#include "common/thread_pool.h"
 #include "dedup/dedup_format.h"
 #include "dedup/internal/files.h"
 #include "dedup/internal/stage_context.h"

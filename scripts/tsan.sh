@@ -7,7 +7,8 @@
 #           SIGKILL tests (crash loop, kills at named points) are left out: fork under TSan is slow,
 #           and they test processes, not threads.
 #   records common_test's record-writer tests: the frame-compressing pool (1-8 threads, parts
-#           byte-identical to one thread's). Not the rest of common_test: grist::ThreadPool waits
+#           byte-identical to one thread's), and FinishAll (writers finished on threads of their
+#           own). Not the rest of common_test: grist::ThreadPool waits
 #           on Debian's absl::Mutex, a library built without TSan, whose hand-offs TSan cannot
 #           see (it reports races on reused thread stacks).
 # Usage: scripts/tsan.sh [loader] [ckptio] [records]   (no argument: all three, in that order)
@@ -40,7 +41,7 @@ filter_of() {
   case "$1" in
     loader) echo "" ;;
     ckptio) echo "-CrashConsistency.*:CkptCrashPoints.Sigkill*" ;;
-    records) echo "RecordsTest.AppendBatch*:RecordsTest.Writer*" ;;
+    records) echo "RecordsTest.AppendBatch*:RecordsTest.Writer*:RecordWriterTest.FinishAll*" ;;
     *) echo "tsan.sh: unknown suite '$1' (loader, ckptio, records)" >&2; return 2 ;;
   esac
 }

@@ -146,22 +146,27 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
                                                        const std::string& stem,
                                                        const std::string& producing_stage);
 
-// Sorts `n` records at `data` (T with operator<) on the pool's threads, the result in `out` (room
-// for n): the data cut into one range per thread, each range sorted, then the sorted ranges cut at
-// common splitter values (sampled from them) into one segment per thread, each segment merged into
-// its place in `out`. With operator< a total order (as the dedup records' are) the result is the
-// one std::sort gives, whatever the thread count. Ranges under 64Ki records per thread take one
-// thread.
-template <typename T>
-absl::Status ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
+// The threads ParallelSortInto sorts `n` records on: one per 64Ki records, at most the pool's.
+inline size_t ParallelSortParts(size_t n, const ThreadPool* pool) {
   constexpr size_t kMinPerThread = size_t{1} << 16;
-  const size_t parts = pool == nullptr ? 1
-                       : std::min<size_t>(static_cast<size_t>(std::max(1, pool->size())),
-                                          std::max<size_t>(1, n / kMinPerThread));
+  return pool == nullptr ? 1
+                         : std::min<size_t>(static_cast<size_t>(std::max(1, pool->size())),
+                                            std::max<size_t>(1, n / kMinPerThread));
+}
+
+// Sorts `n` records at `data` (T with operator<) on the pool's threads and returns where the
+// sorted records are: `data` itself when one thread sorts (ParallelSortParts(n, pool) == 1: in
+// place, `out` untouched, may be null), else `out` (room for n): the data cut into one range per
+// thread, each range sorted, then the sorted ranges cut at common splitter values (sampled from
+// them) into one segment per thread, each segment merged into its place in `out`. With operator< a
+// total order (as the dedup records' are) the result is the one std::sort gives, whatever the
+// thread count.
+template <typename T>
+absl::StatusOr<const T*> ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
+  const size_t parts = ParallelSortParts(n, pool);
   if (parts <= 1) {
     std::sort(data, data + n);
-    std::copy(data, data + n, out);
-    return absl::OkStatus();
+    return static_cast<const T*>(data);
   }
   std::vector<size_t> bound(parts + 1);
   for (size_t i = 0; i <= parts; ++i) bound[i] = n * i / parts;
@@ -197,7 +202,7 @@ absl::Status ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
     for (size_t i = 0; i < parts; ++i) len += cut[i * (parts + 1) + j + 1] - cut[i * (parts + 1) + j];
     offset[j + 1] = offset[j] + len;
   }
-  return ParallelFor(pool, parts, [&](size_t j) {
+  s = ParallelFor(pool, parts, [&](size_t j) {
     struct Head {
       const T* p;
       const T* end;
@@ -229,6 +234,8 @@ absl::Status ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
     if (!heap.empty()) std::copy(heap[0].p, heap[0].end, o);
     return absl::OkStatus();
   });
+  if (!s.ok()) return s;
+  return static_cast<const T*>(out);
 }
 
 // Sorts fixed-size records of type T (with operator<) within `memory_bytes`: records collect in a
@@ -319,17 +326,13 @@ class ExternalSorter {
   }
 
  private:
-  // The buffer's records in order: the buffer itself sorted, or (with a pool) sorted_.
+  // The buffer's records in order: the buffer itself sorted in place, or (sorted on several of the
+  // pool's threads) sorted_.
   absl::StatusOr<const T*> SortBuffer() {
-    if (pool_ == nullptr || buffer_.size() < 2) {
-      std::sort(buffer_.begin(), buffer_.end());
-      return buffer_.data();
-    }
-    // Not value-initialized: its pages are touched only by the merge, as the buffer's are by Add.
-    if (!sorted_) sorted_.reset(new T[capacity_]);
-    absl::Status s = ParallelSortInto(buffer_.data(), buffer_.size(), sorted_.get(), pool_);
-    if (!s.ok()) return s;
-    return static_cast<const T*>(sorted_.get());
+    // Not value-initialized: its pages are touched only by the merge, as the buffer's are by Add;
+    // allocated only once a buffer is large enough to sort on more than one thread.
+    if (!sorted_ && ParallelSortParts(buffer_.size(), pool_) > 1) sorted_.reset(new T[capacity_]);
+    return ParallelSortInto(buffer_.data(), buffer_.size(), sorted_.get(), pool_);
   }
 
   absl::Status Spill() {
@@ -358,7 +361,7 @@ class ExternalSorter {
   uint64_t capacity_;
   uint64_t total_ = 0;
   std::vector<T> buffer_;
-  std::unique_ptr<T[]> sorted_;  // with a pool: the sorted copy of buffer_
+  std::unique_ptr<T[]> sorted_;  // a buffer sorted on several threads, merged
   std::vector<std::string> runs_;
 };
 

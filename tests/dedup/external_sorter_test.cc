@@ -64,8 +64,13 @@ TEST(ExternalSorter, ParallelSortMatchesStdSortForEveryThreadCount) {
     for (int threads : {1, 2, 3, 8}) {
       ThreadPool pool(threads);
       std::vector<format::BucketRecord> in = data, out(n);
-      ASSERT_TRUE(internal::ParallelSortInto(in.data(), n, out.data(), &pool).ok());
-      ASSERT_TRUE(n == 0 || std::memcmp(out.data(), want.data(), n * sizeof(format::BucketRecord)) == 0)
+      auto sorted = internal::ParallelSortInto(in.data(), n, out.data(), &pool);
+      ASSERT_TRUE(sorted.ok());
+      // In place when one thread sorts (no copy), else merged into `out`.
+      const bool one = internal::ParallelSortParts(n, &pool) == 1;
+      EXPECT_EQ(one, threads == 1 || n < 2 * (size_t{1} << 16)) << n << ", " << threads;
+      EXPECT_EQ(*sorted, one ? in.data() : out.data()) << "n " << n << ", " << threads << " threads";
+      ASSERT_TRUE(n == 0 || std::memcmp(*sorted, want.data(), n * sizeof(format::BucketRecord)) == 0)
           << "n " << n << ", " << threads << " threads";
     }
   }

@@ -16,8 +16,9 @@
 // same splits). A task thus pays the decode of the file's prefix; the parsing and cleaning of each
 // record happen in one task only.
 //
-// Memory: per file decoder at most `chunks_in_flight` decoded pieces (each at most 1 MiB) waiting
-// for readers, plus one piece per open reader. The decoder waits while the limit is reached.
+// Memory: per file decoder at most `chunks_in_flight` decoded pieces waiting for readers, plus one
+// piece per open reader; pieces are decoded one after another into recycled 1 MiB buffers
+// (internal::PieceBuffers), each piece keeping at most one buffer alive. The decoder waits while the limit is reached.
 // Default: 8 per thread, at least 16 (so 16 MiB on 2 threads, 128 MiB on 16). When a split is
 // claimed, the decoders of the next kAheadFiles files (in list order) start too, holding at most
 // kAheadPieces pieces each until a split of theirs is claimed.

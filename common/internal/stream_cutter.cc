@@ -15,8 +15,50 @@ uint64_t CountNewlines(const char* p, size_t n) {
 }
 }  // namespace
 
-StreamCutter::StreamCutter(std::unique_ptr<DecodingSource> src, uint64_t stride, bool blocks)
-    : src_(std::move(src)), stride_(std::max<uint64_t>(1, stride)), blocks_(blocks) {
+std::shared_ptr<PieceBuffers> PieceBuffers::Create() {
+  return std::shared_ptr<PieceBuffers>(new PieceBuffers());
+}
+
+PieceBuffers::~PieceBuffers() {
+  for (char* p : free_) delete[] p;
+}
+
+std::shared_ptr<char[]> PieceBuffers::Get() {
+  char* p = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (!free_.empty()) {
+      p = free_.back();
+      free_.pop_back();
+    } else {
+      ++allocated_;
+    }
+  }
+  if (p == nullptr) p = new char[kReadChunk];
+  // The deleter holds the pool, so a piece may outlive every cutter and decoder that used it.
+  return std::shared_ptr<char[]>(p, [pool = shared_from_this()](char* q) { pool->Put(q); });
+}
+
+void PieceBuffers::Put(char* p) {
+  {
+    absl::MutexLock l(&mu_);
+    if (free_.size() < kKeptFree) {
+      free_.push_back(p);
+      return;
+    }
+  }
+  delete[] p;
+}
+
+size_t PieceBuffers::allocated() const {
+  absl::MutexLock l(&mu_);
+  return allocated_;
+}
+
+StreamCutter::StreamCutter(std::unique_ptr<DecodingSource> src, uint64_t stride, bool blocks,
+                           std::shared_ptr<PieceBuffers> buffers)
+    : src_(std::move(src)), stride_(std::max<uint64_t>(1, stride)), blocks_(blocks),
+      buffers_(buffers != nullptr ? std::move(buffers) : PieceBuffers::Create()) {
   src_->set_input_limit(stride_);
 }
 
@@ -76,8 +118,11 @@ absl::StatusOr<bool> StreamCutter::Next(StreamPiece* piece) {
     return true;
   }
   while (!eof_) {
-    std::shared_ptr<char[]> buf(new char[kReadChunk]);
-    ASSIGN_OR_RETURN(size_t n, src_->Read(buf.get(), kReadChunk));
+    if (buf_ == nullptr || kReadChunk - used_ < kMinPieceRoom) {
+      buf_ = buffers_->Get();
+      used_ = 0;
+    }
+    ASSIGN_OR_RETURN(size_t n, src_->Read(buf_.get() + used_, kReadChunk - used_));
     if (n == 0) {
       if (!src_->paused()) {
         eof_ = true;
@@ -87,7 +132,9 @@ absl::StatusOr<bool> StreamCutter::Next(StreamPiece* piece) {
       src_->set_input_limit(seg_ + 1 > UINT64_MAX / stride_ ? UINT64_MAX : (seg_ + 1) * stride_);
       continue;
     }
-    const char* p = buf.get();
+    const size_t begin = used_;
+    used_ += n;
+    const char* p = buf_.get() + begin;
     size_t size = n;  // of this piece, for split cur_ (before any cut)
     if (cur_ < seg_) {
       const size_t cut = FindCut(p, n);  // the line state is now that at `cut`
@@ -96,7 +143,7 @@ absl::StatusOr<bool> StreamCutter::Next(StreamPiece* piece) {
         if (cut == 0) {
           cur_ = seg_;
         } else {
-          pending_ = StreamPiece{seg_, lines_ + CountNewlines(p, cut), buf, cut, n - cut};
+          pending_ = StreamPiece{seg_, lines_ + CountNewlines(p, cut), buf_, begin + cut, n - cut};
           has_pending_ = true;
           size = cut;
         }
@@ -104,7 +151,7 @@ absl::StatusOr<bool> StreamCutter::Next(StreamPiece* piece) {
     } else {
       Advance(p, n);
     }
-    *piece = StreamPiece{cur_, lines_, std::move(buf), 0, size};
+    *piece = StreamPiece{cur_, lines_, buf_, begin, size};
     lines_ += CountNewlines(p, size);
     if (has_pending_) cur_ = seg_;
     return true;

@@ -16,15 +16,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/document.h"
 #include "common/input_plan.h"
 #include "common/internal/byte_sources.h"
 
 namespace grist::internal {
 
-// A run of decoded bytes of one split. Shares its buffer with the piece it was cut from.
+// A run of decoded bytes of one split. Shares its buffer with the pieces decoded before and after
+// it into the same buffer.
 struct StreamPiece {
   uint64_t split = 0;         // the split's index in the file (its begin / stride)
   uint64_t lines_before = 0;  // '\n' bytes in the decoded stream before the piece's first byte
@@ -33,11 +37,35 @@ struct StreamPiece {
   const char* data() const { return buf.get() + offset; }
 };
 
+// The buffers pieces are decoded into: kReadChunk bytes each, handed out again once every piece
+// in one is released (from any thread), so a decoder allocates nothing once it runs. At most
+// kKeptFree free buffers are kept; the rest are freed. Thread-safe.
+class PieceBuffers : public std::enable_shared_from_this<PieceBuffers> {
+ public:
+  static constexpr size_t kKeptFree = 8;
+  static std::shared_ptr<PieceBuffers> Create();
+  ~PieceBuffers();
+  // A buffer of kReadChunk bytes; released to this pool when its last owner lets it go.
+  std::shared_ptr<char[]> Get();
+  size_t allocated() const;  // buffers allocated so far (for tests)
+
+ private:
+  PieceBuffers() = default;
+  void Put(char* p);
+  mutable absl::Mutex mu_;
+  std::vector<char*> free_ ABSL_GUARDED_BY(mu_);
+  size_t allocated_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // Not thread-safe: one thread cuts a file.
 class StreamCutter {
  public:
-  // `blocks`: records are blank-line-separated blocks (a cut only after a blank line).
-  StreamCutter(std::unique_ptr<DecodingSource> src, uint64_t stride, bool blocks);
+  // `blocks`: records are blank-line-separated blocks (a cut only after a blank line). Pieces are
+  // decoded one after another into buffers of `buffers` (null: a pool of the cutter's own), a new
+  // one when less than kMinPieceRoom is left in the current one.
+  static constexpr size_t kMinPieceRoom = 64 << 10;
+  StreamCutter(std::unique_ptr<DecodingSource> src, uint64_t stride, bool blocks,
+               std::shared_ptr<PieceBuffers> buffers = nullptr);
   // The next piece, in stream order (pieces of a split are consecutive and in order; a split with
   // no piece is empty). False at the end of the stream. An error (read failure, damaged stream)
   // comes after every piece decoded before the damage; it belongs to split current_split().
@@ -65,6 +93,9 @@ class StreamCutter {
   bool at_line_start_ = true, prev_blank_ = true, line_blank_ = true;
   StreamPiece pending_;  // the tail of a piece after a cut, returned next
   bool has_pending_ = false;
+  std::shared_ptr<PieceBuffers> buffers_;
+  std::shared_ptr<char[]> buf_;  // the buffer being filled
+  size_t used_ = 0;              // its bytes handed out in pieces
 };
 
 // The bytes of one stream split, for the record readers: from a SplitDecoders' shared decoder,

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/internal/byte_sources.h"
+#include "common/internal/stream_cutter.h"
 #include "common/ordered.h"
 #include "common/records.h"
 #include "common/thread_pool.h"
@@ -243,6 +245,47 @@ TEST(StreamSplitsTest, ConcatenatedFramesAndMembers) {
   Write(t.Join("cat.jsonl.gz"), Gzip(a) + Gzip(b));
   EXPECT_EQ(CheckEveryWay(t.Join("cat.jsonl.zst"), 16 << 10).records.size(), 1200u);
   EXPECT_EQ(CheckEveryWay(t.Join("cat.jsonl.gz"), 16 << 10).records.size(), 1200u);
+}
+
+// A cutter decodes its pieces one after another into shared buffers: released buffers are used
+// again (a long file decodes in two while its pieces are released as read), and pieces kept alive
+// fill each buffer rather than holding one each. The bytes are the file's either way.
+TEST(StreamSplitsTest, PiecesFillRecycledBuffers) {
+  TempDir t;
+  const std::string text = Corpus(6000);
+  ASSERT_GT(text.size(), 6 * internal::kReadChunk);
+  Write(t.Join("c.jsonl.zst"), Zstd(text));
+  auto cut = [&](bool keep, std::shared_ptr<internal::PieceBuffers> pool, size_t* pieces) {
+    auto f = Env::Default()->NewSequentialFile(t.Join("c.jsonl.zst"));
+    EXPECT_TRUE(f.ok());
+    internal::StreamCutter cutter(internal::NewZstdSource(std::move(*f)), 16 << 10, false, pool);
+    std::string out;
+    std::vector<internal::StreamPiece> kept;
+    internal::StreamPiece p;
+    *pieces = 0;
+    while (true) {
+      auto more = cutter.Next(&p);
+      EXPECT_TRUE(more.ok()) << more.status();
+      if (!more.ok() || !*more) break;
+      out.append(p.data(), p.size);
+      ++*pieces;
+      if (keep) kept.push_back(std::move(p));
+      p = internal::StreamPiece{};
+    }
+    return out;
+  };
+  size_t pieces = 0;
+  auto released = internal::PieceBuffers::Create();
+  EXPECT_EQ(cut(false, released, &pieces), text);
+  EXPECT_GT(pieces, 6u);
+  EXPECT_LE(released->allocated(), 2u);
+  auto kept = internal::PieceBuffers::Create();
+  EXPECT_EQ(cut(true, kept, &pieces), text);
+  const size_t fill = internal::kReadChunk - internal::StreamCutter::kMinPieceRoom;
+  EXPECT_LE(kept->allocated(), (text.size() + fill - 1) / fill);
+  EXPECT_LT(kept->allocated(), pieces);
+  // Free buffers beyond kKeptFree are freed; the pool stays usable after its cutters are gone.
+  EXPECT_EQ(kept->Get() != nullptr, true);
 }
 
 TEST(StreamSplitsTest, ReadersMayStopEarlyAndSplitsMayBeReopened) {

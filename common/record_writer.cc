@@ -1,7 +1,10 @@
 #include "common/record_writer.h"
 
 #include <zstd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
+#include <algorithm>
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
@@ -49,6 +52,29 @@ void RecordBatch::Add(const Document& doc, std::string_view extra_json) {
   AppendRecord(&bytes_, doc, extra_json);
   bytes_.push_back('\n');
   ends_.push_back(bytes_.size());
+}
+
+// `frame` is one whole zstd frame with a content checksum that decodes to `content`, as its header
+// and checksum state (RFC 8878: the frame header descriptor's checksum flag, the stated content
+// size, the low 32 bits of XXH64 of the content in the frame's last 4 bytes), and `content` is
+// whole lines.
+absl::Status CheckDataFrame(std::string_view frame, std::string_view content) {
+  auto bad = [](const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat("RecordWriter::AppendFrame: ", what));
+  };
+  if (content.empty() || content.back() != '\n') return bad("content is not whole record lines");
+  if (frame.size() < 9 || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
+    return bad("not one whole zstd frame");
+  }
+  if ((static_cast<unsigned char>(frame[4]) & 0x04) == 0) return bad("frame without a content checksum");
+  if (ZSTD_getFrameContentSize(frame.data(), frame.size()) != content.size()) {
+    return bad("the frame's stated content size differs from the content's");
+  }
+  const uint32_t want = static_cast<uint32_t>(XXH64(content.data(), content.size(), 0));
+  if (internal::GetLe(frame.data() + frame.size() - 4, 4) != want) {
+    return bad("the frame's checksum differs from the content's");
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -201,6 +227,31 @@ class ZstdRecordWriter : public RecordWriter {
       k = j;
       start = end;
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status AppendFrame(std::string_view frame, std::string_view content) override {
+    if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
+    RETURN_IF_ERROR(CheckDataFrame(frame, content));
+    const uint64_t records = static_cast<uint64_t>(std::count(content.begin(), content.end(), '\n'));
+    if (!file_) RETURN_IF_ERROR(StartPart());
+    if (frame_->records > 0) RETURN_IF_ERROR(EndFrame());
+    auto f = std::make_shared<Frame>();
+    f->compressed.assign(frame);
+    f->records = records;
+    f->done = true;  // set before any other thread sees it
+    if (!pool_) {
+      RETURN_IF_ERROR(WriteFrame(*f));
+    } else {
+      // In file order after the frames still compressing.
+      queued_.push_back(std::move(f));
+      while (queued_.size() > static_cast<size_t>(pool_->threads())) RETURN_IF_ERROR(WriteOldest());
+      while (!queued_.empty() && pool_->Done(*queued_.front())) RETURN_IF_ERROR(WriteOldest());
+    }
+    part_raw_ += content.size();
+    part_records_ += records;
+    records_ += records;
+    if (part_raw_ >= opts_.part_bytes) return EndPart();
     return absl::OkStatus();
   }
 

@@ -83,6 +83,13 @@ class RecordWriter {
   // Appends the records of `batch` in order: the same bytes as Append of each, compressed in runs
   // up to the next frame end rather than record by record.
   virtual absl::Status AppendBatch(const RecordBatch& batch) = 0;
+  // Appends one data frame compressed elsewhere, byte for byte (dedup's filter passes through the
+  // frames of an input part whose records it keeps unchanged): `frame` must be one whole zstd
+  // frame with its content checksum whose content is `content`, whole record lines each ending in
+  // '\n' (checked: the frame's size, stated content size and checksum against `content`;
+  // INVALID_ARGUMENT naming what differs otherwise, nothing written). Ends the frame being filled
+  // first, so the part's bytes depend on where such frames come as well as on the records.
+  virtual absl::Status AppendFrame(std::string_view frame, std::string_view content) = 0;
   // Completes the last part and returns all parts written. No Append after Finish.
   virtual absl::StatusOr<std::vector<PartInfo>> Finish() = 0;
   virtual uint64_t records() const = 0;
@@ -94,6 +101,11 @@ class RecordWriter {
 // the order given, or the first error in that order; every writer is finished either way.
 absl::StatusOr<std::vector<std::vector<PartInfo>>> FinishAll(
     const std::vector<RecordWriter*>& writers);
+
+// Whether `frame` may be appended whole with `content` (RecordWriter::AppendFrame's check, for a
+// caller that falls back to appending the records when it fails): OK, or INVALID_ARGUMENT naming
+// what differs. Thread-safe.
+absl::Status CheckDataFrame(std::string_view frame, std::string_view content);
 
 // Serializes one record line (without the trailing newline), as RecordWriter writes it. Thread-safe.
 std::string SerializeRecord(const Document& doc, std::string_view extra_json = {});

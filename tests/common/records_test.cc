@@ -4,6 +4,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "common/documents_format.h"
 #include "common/env.h"
 #include "common/thread_pool.h"
 #include "tests/compress_util.h"
@@ -305,10 +306,102 @@ TEST(RecordsTest, WriterPartsRoundTrip) {
             "\"grist\":{\"src\":\"in/file.jsonl\",\"line\":10},\"x\":1}");
 }
 
-// A RecordBatch appended whole writes the same parts, byte for byte, as Append of each of its
-// records and as AppendSerialized of each: frame and part ends fall after the same records,
-// whatever the batch boundaries, however the bytes reach the writer and however many threads
-// compress the frames.
+// One zstd frame of `content`, with or without its content checksum.
+std::string Frame(const std::string& content, bool checksum = true) {
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 5);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum ? 1 : 0);
+  std::string out(ZSTD_compressBound(content.size()), '\0');
+  out.resize(ZSTD_compress2(c, out.data(), out.size(), content.data(), content.size()));
+  ZSTD_freeCCtx(c);
+  return out;
+}
+
+// A frame compressed elsewhere goes into the part byte for byte, after the frames the writer
+// compressed before it, with its records in the frame index; a frame that does not decode to
+// exactly the given lines (or lacks its checksum) is refused and nothing is written. The part's
+// bytes do not depend on the compressing threads.
+TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
+  TempDir t;
+  std::vector<Document> docs(12);
+  for (int i = 0; i < 12; ++i) {
+    docs[i].text = "doc " + std::to_string(i) + " " + std::string(40 + i * 7, 'a' + i);
+    docs[i].source = "in.jsonl";
+    docs[i].line = static_cast<uint64_t>(i + 1);
+  }
+  std::string content;
+  for (int i = 4; i < 8; ++i) content += SerializeRecord(docs[i]) + "\n";
+  const std::string frame = Frame(content);
+  std::string changed = content;
+  changed[20] ^= 1;  // same size, other bytes
+  std::string bytes[2];
+  for (int k = 0; k < 2; ++k) {
+    OutputOptions o;
+    o.compress_threads = k == 0 ? 1 : 3;
+    o.frame_bytes = 200;  // a frame every two records or so
+    const std::string dir = t.Join("t" + std::to_string(k));
+    auto w = RecordWriter::Open(Env::Default(), dir, "part", o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE((*w)->Append(docs[i]).ok());
+    const auto invalid = absl::StatusCode::kInvalidArgument;
+    EXPECT_EQ((*w)->AppendFrame(frame, content.substr(0, content.size() - 1)).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame(Frame(changed), content).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame(Frame(content, false), content).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame(frame + frame, content + content).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame(frame, content + content).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame(frame.substr(0, frame.size() - 1), content).code(), invalid);
+    EXPECT_EQ((*w)->AppendFrame("", "").code(), invalid);
+    absl::Status s = (*w)->AppendFrame(frame, content);
+    ASSERT_TRUE(s.ok()) << s;
+    for (int i = 8; i < 12; ++i) ASSERT_TRUE((*w)->Append(docs[i]).ok());
+    EXPECT_EQ((*w)->records(), 12u);
+    ASSERT_TRUE((*w)->Finish().ok());
+    const std::string path = JoinPath(dir, "part-00000.jsonl.zst");
+    auto data = ReadFileToString(Env::Default(), path);
+    ASSERT_TRUE(data.ok());
+    bytes[k] = *data;
+    const size_t at = data->find(frame);
+    ASSERT_NE(at, std::string::npos);
+    auto r = ReadAll(dir);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.docs.size(), 12u);
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(SerializeRecord(r.docs[i]), SerializeRecord(docs[i])) << i;
+    auto f = Env::Default()->NewRandomAccessFile(path);
+    ASSERT_TRUE(f.ok());
+    auto index = ReadZstdFrameIndex(**f);
+    ASSERT_TRUE(index.ok() && index->has_value());
+    uint64_t records = 0;
+    bool found = false;
+    for (const ZstdFrame& z : **index) {
+      records += z.records;
+      if (z.offset == at) {
+        found = true;
+        EXPECT_EQ(z.bytes, frame.size());
+        EXPECT_EQ(z.records, 4u);
+        EXPECT_EQ(records, 8u);  // after the four records before it
+      }
+    }
+    EXPECT_TRUE(found);
+    EXPECT_EQ(records, 12u);
+    EXPECT_GT((*index)->size(), 3u);
+  }
+  EXPECT_EQ(bytes[0], bytes[1]);
+  // The frame's content counts toward the part's size: past part_bytes, the next record starts a
+  // new part.
+  OutputOptions o;
+  o.part_bytes = content.size();
+  auto w = RecordWriter::Open(Env::Default(), t.Join("parts"), "part", o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->AppendFrame(frame, content).ok());
+  ASSERT_TRUE((*w)->Append(docs[8]).ok());
+  auto parts = (*w)->Finish();
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].records, 4u);
+  EXPECT_EQ((*parts)[1].records, 1u);
+  EXPECT_EQ(ReadFileToString(Env::Default(), (*parts)[0].path)->substr(0, frame.size()), frame);
+}
+
 // FinishAll finishes several writers at once: each one's parts come back in the order given, as
 // its own Finish would return them; a writer that fails (here: its rename) gives the error, and
 // the others are still finished.
@@ -351,6 +444,10 @@ TEST(RecordWriterTest, FinishAllFinishesEveryWriterAndReportsTheFirstError) {
   EXPECT_FALSE(Env::Default()->FileExists(t.Join("e/part-00000.jsonl.zst")));
 }
 
+// A RecordBatch appended whole writes the same parts, byte for byte, as Append of each of its
+// records and as AppendSerialized of each: frame and part ends fall after the same records,
+// whatever the batch boundaries, however the bytes reach the writer and however many threads
+// compress the frames.
 TEST(RecordsTest, AppendBatchWritesTheSameBytesAsAppend) {
   std::vector<Document> docs(500);
   for (int i = 0; i < 500; ++i) {

@@ -19,11 +19,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config.h"
+#include "common/documents_format.h"
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/ordered.h"
 #include "common/progress.h"
+#include "common/record_writer.h"
 #include "common/rng.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
@@ -199,9 +201,19 @@ absl::Status RunFilter(Ctx& c) {
   // workers' allocations per document made glibc grow 16 arenas a few KiB at a time, each growth
   // an mprotect under the process's mmap lock, which took half the stage's CPU time in the kernel
   // at 16 threads on the GPU host.
+  // A frame of the input part whose records all stay as they were read, as the worker found it: if
+  // the consumer finds none of them removed either, the frame's compressed bytes go to the output
+  // as they are (RecordWriter::AppendFrame), which saves compressing them again; the records are
+  // in `records` too, for the consumer that finds one removed.
+  struct PassFrame {
+    size_t out_begin = 0, out_end = 0;  // its documents in SplitOut::outs
+    std::string compressed;
+  };
   struct SplitOut {
     std::vector<Out> outs;
-    std::string records;
+    std::string records;  // the kept records, each followed by '\n'
+    std::vector<PassFrame> frames;
+    size_t num_frames = 0;  // frames[0, num_frames) hold this split's (the rest keep capacity)
   };
   absl::Mutex pool_mu;
   std::vector<std::unique_ptr<SplitOut>> free_outs;  // guarded by pool_mu
@@ -216,6 +228,58 @@ absl::Status RunFilter(Ctx& c) {
     }
     return std::make_unique<SplitOut>();
   };
+  // The frame index of each input part that has one (docs/formats/documents.md): a split of such
+  // a part is a run of whole frames, each of which may pass through.
+  std::vector<std::optional<std::vector<ZstdFrame>>> frame_index(c.files.size());
+  {
+    std::vector<bool> seen(c.files.size(), false);
+    for (size_t i : mine) {
+      const InputSplit& sp = c.splits[i];
+      if (sp.stream_stride != 0 || seen[sp.file_index]) continue;
+      seen[sp.file_index] = true;
+      if (c.files[sp.file_index].format != InputFormat::kJsonlZstd) continue;
+      ASSIGN_OR_RETURN(auto f, c.env->NewRandomAccessFile(c.files[sp.file_index].path));
+      ASSIGN_OR_RETURN(frame_index[sp.file_index], ReadZstdFrameIndex(*f));
+    }
+  }
+  // Finds the frames of split `i` whose documents all stay as read and keeps their compressed bytes.
+  auto find_pass_frames = [&](size_t i, SplitOut* split) -> absl::Status {
+    const InputSplit& sp = c.splits[i];
+    const auto& index = frame_index[sp.file_index];
+    if (!index.has_value()) return absl::OkStatus();
+    std::unique_ptr<RandomAccessFile> file;
+    size_t k = 0;  // the frame's first document in outs
+    for (const ZstdFrame& fr : *index) {
+      if (fr.offset < sp.begin || fr.offset >= sp.end) continue;
+      const size_t end = k + fr.records;
+      if (end > split->outs.size()) break;  // not one document per record line: none passes
+      bool as_read = fr.records > 0;
+      for (size_t j = k; j < end && as_read; ++j) {
+        const Out& o = split->outs[j];
+        as_read = o.where == 0 && !o.text_changed && (j == k || o.record_begin == split->outs[j - 1].record_end + 1);
+      }
+      if (as_read) {
+        if (file == nullptr) {
+          ASSIGN_OR_RETURN(file, c.env->NewRandomAccessFile(c.files[sp.file_index].path));
+        }
+        if (split->frames.size() <= split->num_frames) split->frames.emplace_back();
+        PassFrame& pf = split->frames[split->num_frames];
+        pf.compressed.resize(fr.bytes);
+        ASSIGN_OR_RETURN(size_t got, file->ReadAt(fr.offset, pf.compressed.data(), fr.bytes));
+        const std::string_view content(split->records.data() + split->outs[k].record_begin,
+                                       split->outs[end - 1].record_end + 1 - split->outs[k].record_begin);
+        // The frame as read now must decode to exactly the records the filter would write (the
+        // part unchanged since it was read, and its records as grist serializes them).
+        if (got == fr.bytes && CheckDataFrame(pf.compressed, content).ok()) {
+          pf.out_begin = k;
+          pf.out_end = end;
+          ++split->num_frames;
+        }
+      }
+      k = end;
+    }
+    return absl::OkStatus();
+  };
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<std::unique_ptr<SplitOut>>(
@@ -224,6 +288,7 @@ absl::Status RunFilter(Ctx& c) {
         std::unique_ptr<SplitOut> split = take_out();
         split->outs.clear();
         split->records.clear();
+        split->num_frames = 0;
         std::string text;
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, Document& doc) -> absl::Status {
           Out& o = split->outs.emplace_back();
@@ -269,14 +334,40 @@ absl::Status RunFilter(Ctx& c) {
           o.record_begin = split->records.size();
           AppendRecord(&split->records, doc);
           o.record_end = split->records.size();
+          split->records.push_back('\n');
           o.kept_text_bytes = doc.text.size();
           return absl::OkStatus();
         }, &progress, decoders.get()));
+        RETURN_IF_ERROR(find_pass_frames(mine[i], split.get()));
         return split;
       },
       [&](size_t, std::unique_ptr<SplitOut>&& split) -> absl::Status {
         const std::string& records = split->records;
-        for (Out& o : split->outs) {
+        size_t next_frame = 0;
+        for (size_t i = 0; i < split->outs.size(); ++i) {
+          if (next_frame < split->num_frames && split->frames[next_frame].out_begin == i) {
+            const PassFrame& pf = split->frames[next_frame++];
+            while (have_removed && next_removed.doc < split->outs[i].key) {
+              RETURN_IF_ERROR(advance_removed());
+            }
+            const Out& last = split->outs[pf.out_end - 1];
+            if (!have_removed || next_removed.doc > last.key) {  // every document kept
+              for (size_t j = i; j < pf.out_end; ++j) {
+                const Out& o = split->outs[j];
+                ++stats[kDocsIn];
+                stats[kBytesIn] += o.input_bytes;
+                stats[kInputBytes] += o.input_bytes;
+                ++stats[kDocsOut];
+                stats[kBytesOut] += o.kept_text_bytes;
+              }
+              const size_t begin = split->outs[i].record_begin;
+              RETURN_IF_ERROR(kept_w->AppendFrame(
+                  pf.compressed, std::string_view(records.data() + begin, last.record_end + 1 - begin)));
+              i = pf.out_end - 1;
+              continue;
+            }
+          }
+          Out& o = split->outs[i];
           const std::string_view record(records.data() + o.record_begin,
                                         o.record_end - o.record_begin);
           while (have_removed && next_removed.doc < o.key) RETURN_IF_ERROR(advance_removed());

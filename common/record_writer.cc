@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -54,27 +55,33 @@ void RecordBatch::Add(const Document& doc, std::string_view extra_json) {
   ends_.push_back(bytes_.size());
 }
 
-// `frame` is one whole zstd frame with a content checksum that decodes to `content`, as its header
-// and checksum state (RFC 8878: the frame header descriptor's checksum flag, the stated content
-// size, the low 32 bits of XXH64 of the content in the frame's last 4 bytes), and `content` is
-// whole lines.
-absl::Status CheckDataFrame(std::string_view frame, std::string_view content) {
+absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view content) {
   auto bad = [](const char* what) {
-    return absl::InvalidArgumentError(absl::StrCat("RecordWriter::AppendFrame: ", what));
+    return absl::InvalidArgumentError(absl::StrCat("data frame to append whole: ", what));
   };
   if (content.empty() || content.back() != '\n') return bad("content is not whole record lines");
   if (frame.size() < 9 || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
     return bad("not one whole zstd frame");
   }
+  // The frame header descriptor follows the 4-byte magic; bit 2 is the content checksum flag.
   if ((static_cast<unsigned char>(frame[4]) & 0x04) == 0) return bad("frame without a content checksum");
   if (ZSTD_getFrameContentSize(frame.data(), frame.size()) != content.size()) {
     return bad("the frame's stated content size differs from the content's");
   }
+  // The checksum: the low 32 bits of XXH64 (seed 0) of the content, in the frame's last 4 bytes.
   const uint32_t want = static_cast<uint32_t>(XXH64(content.data(), content.size(), 0));
   if (internal::GetLe(frame.data() + frame.size() - 4, 4) != want) {
     return bad("the frame's checksum differs from the content's");
   }
-  return absl::OkStatus();
+  CheckedFrame f;
+  for (const char* p = content.data(), *end = p + content.size();
+       (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)))) != nullptr;
+       ++p) {
+    ++f.records_;
+  }
+  f.content_bytes_ = content.size();
+  f.bytes_ = std::move(frame);
+  return f;
 }
 
 namespace {
@@ -230,14 +237,14 @@ class ZstdRecordWriter : public RecordWriter {
     return absl::OkStatus();
   }
 
-  absl::Status AppendFrame(std::string_view frame, std::string_view content) override {
+  absl::Status AppendFrame(CheckedFrame frame) override {
     if (finished_) return absl::FailedPreconditionError("RecordWriter: Append after Finish");
-    RETURN_IF_ERROR(CheckDataFrame(frame, content));
-    const uint64_t records = static_cast<uint64_t>(std::count(content.begin(), content.end(), '\n'));
+    if (frame.records() == 0) return absl::InvalidArgumentError("RecordWriter: empty frame");
+    const uint64_t records = frame.records(), content_bytes = frame.content_bytes();
     if (!file_) RETURN_IF_ERROR(StartPart());
     if (frame_->records > 0) RETURN_IF_ERROR(EndFrame());
     auto f = std::make_shared<Frame>();
-    f->compressed.assign(frame);
+    f->compressed = frame.TakeBytes();
     f->records = records;
     f->done = true;  // set before any other thread sees it
     if (!pool_) {
@@ -248,7 +255,7 @@ class ZstdRecordWriter : public RecordWriter {
       while (queued_.size() > static_cast<size_t>(pool_->threads())) RETURN_IF_ERROR(WriteOldest());
       while (!queued_.empty() && pool_->Done(*queued_.front())) RETURN_IF_ERROR(WriteOldest());
     }
-    part_raw_ += content.size();
+    part_raw_ += content_bytes;
     part_records_ += records;
     records_ += records;
     if (part_raw_ >= opts_.part_bytes) return EndPart();

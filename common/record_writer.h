@@ -61,6 +61,33 @@ class RecordBatch {
   std::vector<uint64_t> ends_;
 };
 
+// A zstd data frame known to hold exactly some record lines, as only CheckDataFrame makes one:
+// what RecordWriter::AppendFrame takes. Movable; a default one is empty and cannot be appended.
+class CheckedFrame {
+ public:
+  CheckedFrame() = default;
+  std::string_view bytes() const { return bytes_; }
+  uint64_t records() const { return records_; }
+  uint64_t content_bytes() const { return content_bytes_; }
+  // Moves the frame's bytes out (the writer's); the frame is then empty.
+  std::string TakeBytes() {
+    records_ = content_bytes_ = 0;
+    return std::move(bytes_);
+  }
+
+ private:
+  friend absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view content);
+  std::string bytes_;
+  uint64_t records_ = 0, content_bytes_ = 0;
+};
+
+// Checks that `frame` is one whole zstd frame with its content checksum that decodes to exactly
+// `content`, whole record lines each ending in '\n' (the frame's size, its stated content size and
+// its checksum against `content`: RFC 8878), and returns it as a CheckedFrame; INVALID_ARGUMENT
+// naming what differs otherwise (a caller then appends the records instead). Thread-safe: workers
+// check their frames, the single writer only appends them.
+absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view content);
+
 // Writes documents as grist document records into `dir`/`prefix`-NNNNN.jsonl.zst parts. Each part
 // is written under a temporary name, synced and renamed when complete; Finish() syncs the directory.
 // Durability: a part is complete on disk once renamed; a writer destroyed before Finish() removes its
@@ -83,13 +110,11 @@ class RecordWriter {
   // Appends the records of `batch` in order: the same bytes as Append of each, compressed in runs
   // up to the next frame end rather than record by record.
   virtual absl::Status AppendBatch(const RecordBatch& batch) = 0;
-  // Appends one data frame compressed elsewhere, byte for byte (dedup's filter passes through the
-  // frames of an input part whose records it keeps unchanged): `frame` must be one whole zstd
-  // frame with its content checksum whose content is `content`, whole record lines each ending in
-  // '\n' (checked: the frame's size, stated content size and checksum against `content`;
-  // INVALID_ARGUMENT naming what differs otherwise, nothing written). Ends the frame being filled
-  // first, so the part's bytes depend on where such frames come as well as on the records.
-  virtual absl::Status AppendFrame(std::string_view frame, std::string_view content) = 0;
+  // Appends a data frame compressed elsewhere, byte for byte (dedup's filter passes through the
+  // frames of an input part whose records it keeps unchanged), checked by CheckDataFrame. Ends the
+  // frame being filled first, so the part's bytes depend on where such frames come as well as on
+  // the records.
+  virtual absl::Status AppendFrame(CheckedFrame frame) = 0;
   // Completes the last part and returns all parts written. No Append after Finish.
   virtual absl::StatusOr<std::vector<PartInfo>> Finish() = 0;
   virtual uint64_t records() const = 0;
@@ -102,10 +127,6 @@ class RecordWriter {
 absl::StatusOr<std::vector<std::vector<PartInfo>>> FinishAll(
     const std::vector<RecordWriter*>& writers);
 
-// Whether `frame` may be appended whole with `content` (RecordWriter::AppendFrame's check, for a
-// caller that falls back to appending the records when it fails): OK, or INVALID_ARGUMENT naming
-// what differs. Thread-safe.
-absl::Status CheckDataFrame(std::string_view frame, std::string_view content);
 
 // Serializes one record line (without the trailing newline), as RecordWriter writes it. Thread-safe.
 std::string SerializeRecord(const Document& doc, std::string_view extra_json = {});

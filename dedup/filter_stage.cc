@@ -207,7 +207,7 @@ absl::Status RunFilter(Ctx& c) {
   // in `records` too, for the consumer that finds one removed.
   struct PassFrame {
     size_t out_begin = 0, out_end = 0;  // its documents in SplitOut::outs
-    std::string compressed;
+    CheckedFrame frame;
   };
   struct SplitOut {
     std::vector<Out> outs;
@@ -262,18 +262,21 @@ absl::Status RunFilter(Ctx& c) {
         if (file == nullptr) {
           ASSIGN_OR_RETURN(file, c.env->NewRandomAccessFile(c.files[sp.file_index].path));
         }
-        if (split->frames.size() <= split->num_frames) split->frames.emplace_back();
-        PassFrame& pf = split->frames[split->num_frames];
-        pf.compressed.resize(fr.bytes);
-        ASSIGN_OR_RETURN(size_t got, file->ReadAt(fr.offset, pf.compressed.data(), fr.bytes));
+        std::string bytes(fr.bytes, '\0');
+        ASSIGN_OR_RETURN(size_t got, file->ReadAt(fr.offset, bytes.data(), fr.bytes));
         const std::string_view content(split->records.data() + split->outs[k].record_begin,
                                        split->outs[end - 1].record_end + 1 - split->outs[k].record_begin);
         // The frame as read now must decode to exactly the records the filter would write (the
         // part unchanged since it was read, and its records as grist serializes them).
-        if (got == fr.bytes && CheckDataFrame(pf.compressed, content).ok()) {
+        absl::StatusOr<CheckedFrame> checked =
+            got == fr.bytes ? CheckDataFrame(std::move(bytes), content)
+                            : absl::DataLossError("short read");
+        if (checked.ok()) {
+          if (split->frames.size() <= split->num_frames) split->frames.emplace_back();
+          PassFrame& pf = split->frames[split->num_frames++];
           pf.out_begin = k;
           pf.out_end = end;
-          ++split->num_frames;
+          pf.frame = std::move(*checked);
         }
       }
       k = end;
@@ -346,7 +349,7 @@ absl::Status RunFilter(Ctx& c) {
         size_t next_frame = 0;
         for (size_t i = 0; i < split->outs.size(); ++i) {
           if (next_frame < split->num_frames && split->frames[next_frame].out_begin == i) {
-            const PassFrame& pf = split->frames[next_frame++];
+            PassFrame& pf = split->frames[next_frame++];
             while (have_removed && next_removed.doc < split->outs[i].key) {
               RETURN_IF_ERROR(advance_removed());
             }
@@ -360,9 +363,7 @@ absl::Status RunFilter(Ctx& c) {
                 ++stats[kDocsOut];
                 stats[kBytesOut] += o.kept_text_bytes;
               }
-              const size_t begin = split->outs[i].record_begin;
-              RETURN_IF_ERROR(kept_w->AppendFrame(
-                  pf.compressed, std::string_view(records.data() + begin, last.record_end + 1 - begin)));
+              RETURN_IF_ERROR(kept_w->AppendFrame(std::move(pf.frame)));
               i = pf.out_end - 1;
               continue;
             }

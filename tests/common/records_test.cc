@@ -319,8 +319,8 @@ std::string Frame(const std::string& content, bool checksum = true) {
 
 // A frame compressed elsewhere goes into the part byte for byte, after the frames the writer
 // compressed before it, with its records in the frame index; a frame that does not decode to
-// exactly the given lines (or lacks its checksum) is refused and nothing is written. The part's
-// bytes do not depend on the compressing threads.
+// exactly the given lines (or lacks its checksum) is refused by CheckDataFrame, so nothing of it
+// can be appended. The part's bytes do not depend on the compressing threads.
 TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
   TempDir t;
   std::vector<Document> docs(12);
@@ -344,14 +344,22 @@ TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
     ASSERT_TRUE(w.ok());
     for (int i = 0; i < 4; ++i) ASSERT_TRUE((*w)->Append(docs[i]).ok());
     const auto invalid = absl::StatusCode::kInvalidArgument;
-    EXPECT_EQ((*w)->AppendFrame(frame, content.substr(0, content.size() - 1)).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame(Frame(changed), content).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame(Frame(content, false), content).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame(frame + frame, content + content).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame(frame, content + content).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame(frame.substr(0, frame.size() - 1), content).code(), invalid);
-    EXPECT_EQ((*w)->AppendFrame("", "").code(), invalid);
-    absl::Status s = (*w)->AppendFrame(frame, content);
+    auto code = [](const std::string& f, const std::string& c) {
+      return CheckDataFrame(f, c).status().code();
+    };
+    EXPECT_EQ(code(frame, content.substr(0, content.size() - 1)), invalid);
+    EXPECT_EQ(code(Frame(changed), content), invalid);
+    EXPECT_EQ(code(Frame(content, false), content), invalid);
+    EXPECT_EQ(code(frame + frame, content + content), invalid);
+    EXPECT_EQ(code(frame, content + content), invalid);
+    EXPECT_EQ(code(frame.substr(0, frame.size() - 1), content), invalid);
+    EXPECT_EQ(code("", ""), invalid);
+    EXPECT_EQ((*w)->AppendFrame(CheckedFrame()).code(), invalid);
+    auto checked = CheckDataFrame(frame, content);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_EQ(checked->records(), 4u);
+    EXPECT_EQ(checked->content_bytes(), content.size());
+    absl::Status s = (*w)->AppendFrame(std::move(*checked));
     ASSERT_TRUE(s.ok()) << s;
     for (int i = 8; i < 12; ++i) ASSERT_TRUE((*w)->Append(docs[i]).ok());
     EXPECT_EQ((*w)->records(), 12u);
@@ -392,7 +400,7 @@ TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
   o.part_bytes = content.size();
   auto w = RecordWriter::Open(Env::Default(), t.Join("parts"), "part", o);
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE((*w)->AppendFrame(frame, content).ok());
+  ASSERT_TRUE((*w)->AppendFrame(*CheckDataFrame(frame, content)).ok());
   ASSERT_TRUE((*w)->Append(docs[8]).ok());
   auto parts = (*w)->Finish();
   ASSERT_TRUE(parts.ok());

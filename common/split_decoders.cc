@@ -162,12 +162,10 @@ class SplitDecoders::FileDecoder {
     auto it = queues_.find(index);
     if (it == queues_.end() || it->second.claimed) return false;
     it->second.claimed = true;
-    claimed_any_ = true;
     StartLocked();
     return true;
   }
-  // Starts decoding before any split of the file is claimed (SplitDecoders::kAheadFiles): at most
-  // kAheadPieces pieces are held until one is.
+  // Starts decoding before any split of the file is claimed (SplitDecoders::kAheadFiles).
   void StartAhead() {
     absl::MutexLock l(&mu_);
     StartLocked();
@@ -196,6 +194,14 @@ class SplitDecoders::FileDecoder {
     q.released = true;
     held_ -= q.pieces.size();
     q.pieces.clear();
+  }
+  bool started() const {
+    absl::MutexLock l(&mu_);
+    return started_;
+  }
+  size_t held() const {
+    absl::MutexLock l(&mu_);
+    return held_;
   }
 
  private:
@@ -227,8 +233,7 @@ class SplitDecoders::FileDecoder {
       auto it = queues_.find(piece.split);
       if (it == queues_.end() || it->second.released) continue;
       auto room = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        const size_t limit = claimed_any_ ? max_pieces_ : std::min(max_pieces_, kAheadPieces);
-        return stop_ || held_ < limit || it->second.released;
+        return stop_ || held_ < max_pieces_ || it->second.released;
       };
       mu_.Await(absl::Condition(&room));
       if (stop_) break;
@@ -260,11 +265,10 @@ class SplitDecoders::FileDecoder {
   const uint64_t stride_;
   const size_t max_pieces_;
   std::thread thread_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<uint64_t, Queue> queues_ ABSL_GUARDED_BY(mu_);  // the listed splits
   uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;      // the last listed split
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool claimed_any_ ABSL_GUARDED_BY(mu_) = false;  // some split of the file is being read
   bool stop_ ABSL_GUARDED_BY(mu_) = false;      // the SplitDecoders is being destroyed
   // The split the decoder is filling: every split before it is complete.
   uint64_t filling_ ABSL_GUARDED_BY(mu_) = 0;
@@ -313,6 +317,16 @@ SplitDecoders::SplitDecoders(Env* env, const std::vector<InputFile>& files,
 }
 
 SplitDecoders::~SplitDecoders() = default;
+
+bool SplitDecoders::Started(size_t file_index) const {
+  auto it = decoders_.find(file_index);
+  return it != decoders_.end() && it->second->started();
+}
+
+size_t SplitDecoders::HeldPieces(size_t file_index) const {
+  auto it = decoders_.find(file_index);
+  return it == decoders_.end() ? 0 : it->second->held();
+}
 
 SplitDecoders::FileDecoder* SplitDecoders::Claim(const InputSplit& split) {
   auto it = decoders_.find(split.file_index);

@@ -5,7 +5,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -286,6 +288,67 @@ TEST(StreamSplitsTest, PiecesFillRecycledBuffers) {
   EXPECT_LT(kept->allocated(), pieces);
   // Free buffers beyond kKeptFree are freed; the pool stays usable after its cutters are gone.
   EXPECT_EQ(kept->Get() != nullptr, true);
+}
+
+// Claiming a split of one file starts the decoders of the next kAheadFiles files (in the order the
+// splits are listed), each holding at most the pieces a decoder may hold; the files after those
+// wait for their own turn. Every file still reads exactly as a whole read gives.
+TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
+  TempDir t;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 4; ++i) {
+    paths.push_back(t.Join("f" + std::to_string(i) + ".jsonl.zst"));
+    Write(paths.back(), Zstd(Corpus(1500 + 10 * i)));
+  }
+  auto files = ListInputs(Env::Default(), paths);
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 4u);
+  auto splits = PlanSplits(Env::Default(), *files, 16 << 10, nullptr, InputOptions());
+  ASSERT_TRUE(splits.ok());
+  ASSERT_GT(splits->size(), 40u);
+  constexpr size_t kLimit = 6;
+  SplitDecoders d(Env::Default(), *files, *splits, InputOptions(), kLimit);
+  for (size_t f = 0; f < 4; ++f) EXPECT_FALSE(d.Started(f)) << f;
+  std::vector<std::vector<std::string>> got(4);
+  auto read = [&](const InputSplit& s) {
+    auto r = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, InputOptions(), &d);
+    ASSERT_TRUE(r.ok()) << r.status();
+    Document doc;
+    while (true) {
+      auto more = (*r)->Next(&doc);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      got[s.file_index].push_back(Describe(doc));
+    }
+  };
+  {
+    auto first = OpenRecordReader(Env::Default(), (*files)[0], (*splits)[0], InputOptions(), &d);
+    ASSERT_TRUE(first.ok());
+    EXPECT_TRUE(d.Started(0));
+    EXPECT_TRUE(d.Started(1));
+    EXPECT_TRUE(d.Started(2));
+    EXPECT_FALSE(d.Started(3));
+    // Files 1 and 2 decode up to the limit while file 0 is read (each has more pieces than that),
+    // and no further.
+    for (int i = 0; i < 500 && (d.HeldPieces(1) < kLimit || d.HeldPieces(2) < kLimit); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(d.HeldPieces(1), kLimit);
+    EXPECT_EQ(d.HeldPieces(2), kLimit);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(d.HeldPieces(1), kLimit);
+    EXPECT_EQ(d.HeldPieces(2), kLimit);
+    EXPECT_FALSE(d.Started(3));
+    EXPECT_LE(d.HeldPieces(0), kLimit);
+  }
+  // The first split again is decoded privately (it was claimed); then the rest, in order.
+  for (const InputSplit& s : *splits) read(s);
+  EXPECT_TRUE(d.Started(3));
+  for (size_t f = 0; f < 4; ++f) {
+    Outcome whole = ReadSplits((*files)[f], {InputSplit{}}, InputOptions(), nullptr);
+    EXPECT_TRUE(whole.error.empty());
+    EXPECT_EQ(got[f], whole.records) << "file " << f;
+  }
 }
 
 TEST(StreamSplitsTest, ReadersMayStopEarlyAndSplitsMayBeReopened) {

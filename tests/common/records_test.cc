@@ -4,6 +4,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/documents_format.h"
 #include "common/env.h"
 #include "common/thread_pool.h"
@@ -325,7 +326,7 @@ TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
   TempDir t;
   std::vector<Document> docs(12);
   for (int i = 0; i < 12; ++i) {
-    docs[i].text = "doc " + std::to_string(i) + " " + std::string(40 + i * 7, 'a' + i);
+    docs[i].text = absl::StrCat("doc ", i, " ", std::string(40 + i * 7, 'a' + i));
     docs[i].source = "in.jsonl";
     docs[i].line = static_cast<uint64_t>(i + 1);
   }
@@ -339,7 +340,7 @@ TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
     OutputOptions o;
     o.compress_threads = k == 0 ? 1 : 3;
     o.frame_bytes = 200;  // a frame every two records or so
-    const std::string dir = t.Join("t" + std::to_string(k));
+    const std::string dir = t.Join(absl::StrCat("t", k));
     auto w = RecordWriter::Open(Env::Default(), dir, "part", o);
     ASSERT_TRUE(w.ok());
     for (int i = 0; i < 4; ++i) ASSERT_TRUE((*w)->Append(docs[i]).ok());

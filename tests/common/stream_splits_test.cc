@@ -297,7 +297,7 @@ TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
   TempDir t;
   std::vector<std::string> paths;
   for (int i = 0; i < 4; ++i) {
-    paths.push_back(t.Join("f" + std::to_string(i) + ".jsonl.zst"));
+    paths.push_back(t.Join(absl::StrCat("f", i, ".jsonl.zst")));
     Write(paths.back(), Zstd(Corpus(1500 + 10 * i)));
   }
   auto files = ListInputs(Env::Default(), paths);

@@ -282,7 +282,7 @@ TEST(Dedup, FramesOfKeptDocumentsPassThroughTheFilter) {
   EXPECT_GT(plain->counts.docs_removed, 50u);
   std::string bytes[2];
   for (int k = 0; k < 2; ++k) {
-    const std::string out = tmp.Join("p" + std::to_string(k));
+    const std::string out = tmp.Join(absl::StrCat("p", k));
     auto r = RunDedup(Env::Default(), {part}, out, o, Quiet(k == 0 ? 1 : 3));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->counts.docs_removed, plain->counts.docs_removed);

@@ -60,11 +60,14 @@ absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view 
     return absl::InvalidArgumentError(absl::StrCat("data frame to append whole: ", what));
   };
   if (content.empty() || content.back() != '\n') return bad("content is not whole record lines");
-  if (frame.size() < 9 || ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
+  if (frame.size() < 9 ||
+      ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size()) {
     return bad("not one whole zstd frame");
   }
   // The frame header descriptor follows the 4-byte magic; bit 2 is the content checksum flag.
-  if ((static_cast<unsigned char>(frame[4]) & 0x04) == 0) return bad("frame without a content checksum");
+  if ((static_cast<unsigned char>(frame[4]) & 0x04) == 0) {
+    return bad("frame without a content checksum");
+  }
   if (ZSTD_getFrameContentSize(frame.data(), frame.size()) != content.size()) {
     return bad("the frame's stated content size differs from the content's");
   }
@@ -74,8 +77,9 @@ absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view 
     return bad("the frame's checksum differs from the content's");
   }
   CheckedFrame f;
-  for (const char* p = content.data(), *end = p + content.size();
-       (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)))) != nullptr;
+  const char* const end = content.data() + content.size();
+  for (const char* p = content.data();
+       (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p))));
        ++p) {
     ++f.records_;
   }

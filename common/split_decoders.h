@@ -18,8 +18,8 @@
 //
 // Memory: per file decoder at most `chunks_in_flight` decoded pieces waiting for readers, plus one
 // piece per open reader; pieces are decoded one after another into recycled 1 MiB buffers
-// (internal::PieceBuffers), each piece keeping at most one buffer alive. The decoder waits while the limit is reached.
-// Default: 8 per thread, at least 16. When a split is claimed, the decoders of the next
+// (internal::PieceBuffers), each piece keeping at most one buffer alive. The decoder waits while
+// the limit is reached. Default: 8 per thread, at least 16. When a split is claimed, the decoders of the next
 // kAheadFiles files (in list order) start too, within the same limit each, so that those files
 // decode while the current one is read (a file's decode is serial, about 200 MB/s of text on the
 // GPU host's cores: on 16 threads, two files decoding one after the other kept the cleaning

@@ -197,10 +197,6 @@ absl::Status RunFilter(Ctx& c) {
     std::string extra;
     std::unique_ptr<Document> doc;
   };
-  // One split's documents. Split outputs are recycled (their buffers keep their capacity): the
-  // workers' allocations per document made glibc grow 16 arenas a few KiB at a time, each growth
-  // an mprotect under the process's mmap lock, which took half the stage's CPU time in the kernel
-  // at 16 threads on the GPU host.
   // A frame of the input part whose records all stay as they were read, as the worker found it: if
   // the consumer finds none of them removed either, the frame's compressed bytes go to the output
   // as they are (RecordWriter::AppendFrame), which saves compressing them again; the records are
@@ -209,6 +205,10 @@ absl::Status RunFilter(Ctx& c) {
     size_t out_begin = 0, out_end = 0;  // its documents in SplitOut::outs
     CheckedFrame frame;
   };
+  // One split's documents. Split outputs are recycled (their buffers keep their capacity): the
+  // workers' allocations per document made glibc grow 16 arenas a few KiB at a time, each growth
+  // an mprotect under the process's mmap lock, which took half the stage's CPU time in the kernel
+  // at 16 threads on the GPU host.
   struct SplitOut {
     std::vector<Out> outs;
     std::string records;  // the kept records, each followed by '\n'
@@ -242,7 +242,7 @@ absl::Status RunFilter(Ctx& c) {
       ASSIGN_OR_RETURN(frame_index[sp.file_index], ReadZstdFrameIndex(*f));
     }
   }
-  // Finds the frames of split `i` whose documents all stay as read and keeps their compressed bytes.
+  // Finds the frames of split `i` whose documents all stay as read; keeps their compressed bytes.
   auto find_pass_frames = [&](size_t i, SplitOut* split) -> absl::Status {
     const InputSplit& sp = c.splits[i];
     const auto& index = frame_index[sp.file_index];
@@ -256,7 +256,8 @@ absl::Status RunFilter(Ctx& c) {
       bool as_read = fr.records > 0;
       for (size_t j = k; j < end && as_read; ++j) {
         const Out& o = split->outs[j];
-        as_read = o.where == 0 && !o.text_changed && (j == k || o.record_begin == split->outs[j - 1].record_end + 1);
+        as_read = o.where == 0 && !o.text_changed &&
+                  (j == k || o.record_begin == split->outs[j - 1].record_end + 1);
       }
       if (as_read) {
         if (file == nullptr) {
@@ -264,8 +265,9 @@ absl::Status RunFilter(Ctx& c) {
         }
         std::string bytes(fr.bytes, '\0');
         ASSIGN_OR_RETURN(size_t got, file->ReadAt(fr.offset, bytes.data(), fr.bytes));
-        const std::string_view content(split->records.data() + split->outs[k].record_begin,
-                                       split->outs[end - 1].record_end + 1 - split->outs[k].record_begin);
+        const size_t begin = split->outs[k].record_begin;
+        const std::string_view content(split->records.data() + begin,
+                                       split->outs[end - 1].record_end + 1 - begin);
         // The frame as read now must decode to exactly the records the filter would write (the
         // part unchanged since it was read, and its records as grist serializes them).
         absl::StatusOr<CheckedFrame> checked =

@@ -30,11 +30,14 @@ off = {}
 agg = collections.Counter(); cnt = collections.Counter()
 grist = set()
 t0 = events[0]['t'] if events else 0; t1 = events[-1]['t'] if events else 0
+# A thread's comm is its program's file name (first 15 bytes): a binary carried as grist_prev or
+# grist_exp is still grist's.
+def is_grist(comm): return comm.startswith('grist')
 for e in events:
-    if e['pcomm'] == 'grist': grist.add(e['prev'])
-    if e['ncomm'] == 'grist': grist.add(e['next'])
+    if is_grist(e['pcomm']): grist.add(e['prev'])
+    if is_grist(e['ncomm']): grist.add(e['next'])
 for e in events:
-    if e['pcomm'] == 'grist' and e['state'] != 'R':
+    if is_grist(e['pcomm']) and e['state'] != 'R':
         off[e['prev']] = (e['t'], site(e['stack']))
     if e['next'] in off:
         ts, s = off.pop(e['next'])

@@ -135,6 +135,8 @@ class FaultInjectionEnv : public Env {
   // After `bytes` more bytes are appended in total, Appends fail with ENOSPC; -1 disables.
   void SetDiskSpace(int64_t bytes);
   int64_t appended_bytes() const;
+  // Bytes read so far from the files opened through this Env (sequential and random access).
+  int64_t read_bytes() const;
 
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
       const std::string& path) override;

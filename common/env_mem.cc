@@ -273,6 +273,7 @@ struct FaultInjectionEnv::State {
   std::atomic<bool> fail_rename{false};
   std::atomic<int64_t> disk_space{-1};
   std::atomic<int64_t> appended{0};
+  std::atomic<int64_t> read{0};
 
   absl::Status OnAppend(const std::string& path, size_t n) {
     int k = ++appends_seen;
@@ -291,6 +292,41 @@ struct FaultInjectionEnv::State {
 };
 
 namespace {
+class CountingSequentialFile : public SequentialFile {
+ public:
+  CountingSequentialFile(std::unique_ptr<SequentialFile> base,
+                         std::shared_ptr<FaultInjectionEnv::State> st)
+      : base_(std::move(base)), st_(std::move(st)) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    ASSIGN_OR_RETURN(size_t got, base_->Read(buf, n));
+    st_->read += static_cast<int64_t>(got);
+    return got;
+  }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  std::unique_ptr<SequentialFile> base_;
+  std::shared_ptr<FaultInjectionEnv::State> st_;
+};
+
+class CountingRandomAccessFile : public RandomAccessFile {
+ public:
+  CountingRandomAccessFile(std::unique_ptr<RandomAccessFile> base,
+                           std::shared_ptr<FaultInjectionEnv::State> st)
+      : base_(std::move(base)), st_(std::move(st)) {}
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    ASSIGN_OR_RETURN(size_t got, base_->ReadAt(offset, buf, n));
+    st_->read += static_cast<int64_t>(got);
+    return got;
+  }
+  uint64_t Size() const override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> base_;
+  std::shared_ptr<FaultInjectionEnv::State> st_;
+};
+
 class FaultWritableFile : public WritableFile {
  public:
   FaultWritableFile(std::unique_ptr<WritableFile> base, std::shared_ptr<FaultInjectionEnv::State> st)
@@ -328,14 +364,17 @@ void FaultInjectionEnv::SetDiskSpace(int64_t bytes) {
   state_->disk_space = bytes;
 }
 int64_t FaultInjectionEnv::appended_bytes() const { return state_->appended; }
+int64_t FaultInjectionEnv::read_bytes() const { return state_->read; }
 
 absl::StatusOr<std::unique_ptr<SequentialFile>> FaultInjectionEnv::NewSequentialFile(
     const std::string& path) {
-  return base_->NewSequentialFile(path);
+  ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, base_->NewSequentialFile(path));
+  return std::unique_ptr<SequentialFile>(new CountingSequentialFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
     const std::string& path) {
-  return base_->NewRandomAccessFile(path);
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, base_->NewRandomAccessFile(path));
+  return std::unique_ptr<RandomAccessFile>(new CountingRandomAccessFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path) {

@@ -57,10 +57,14 @@ class JsonlReader : public RecordReader {
     // end (a split inside one long line holds no line start; scanning on to the line's end would
     // make a long line cost every split it spans). If that newline lies at or after `begin`, it is
     // one more line before ours than newlines_before counts.
+    // The reads grow from 4 KiB: a line start is usually near, and what is read here is read
+    // again by the line reader.
     Buffer buf(64 << 10);
+    size_t want = 4 << 10;
     uint64_t pos = raw_->pos();
     while (true) {
-      ASSIGN_OR_RETURN(size_t got, raw_->Read(buf.data(), buf.size));
+      ASSIGN_OR_RETURN(size_t got, raw_->Read(buf.data(), want));
+      want = std::min(buf.size, want * 2);
       if (got == 0) {  // no line starts in this split
         empty_ = true;
         return absl::OkStatus();

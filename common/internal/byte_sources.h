@@ -65,20 +65,37 @@ class RawSource : public ByteSource {
       : f_(std::move(f)), pos_(begin), end_(std::min<uint64_t>(end, f_->Size())), begin_(begin) {}
   absl::StatusOr<size_t> Read(char* buf, size_t n) override {
     if (pos_ >= end_) return size_t{0};
-    ASSIGN_OR_RETURN(size_t got, f_->ReadAt(pos_, buf, std::min<uint64_t>(n, end_ - pos_)));
+    uint64_t want = std::min<uint64_t>(n, end_ - pos_);
+    if (split_end_ < end_) {
+      // Reading past the split's end only finishes its last line: up to the end and a small tail
+      // in one read, then reads as long as what was read past the end so far (a long line costs
+      // at most twice itself). A split much smaller than the read size then reads about itself,
+      // not the read size.
+      const uint64_t stop = pos_ < split_end_
+                                ? split_end_ + kTailRead
+                                : pos_ + std::max<uint64_t>(kTailRead, pos_ - split_end_);
+      want = std::min<uint64_t>(want, stop - pos_);
+    }
+    ASSIGN_OR_RETURN(size_t got, f_->ReadAt(pos_, buf, want));
     pos_ += got;
     return got;
   }
   uint64_t consumed() const override { return pos_ - begin_; }
-  // Extends the readable range to the end of the file (a split's last line may cross its end).
-  void ExtendToEof() { end_ = f_->Size(); }
+  // Extends the readable range to the end of the file (a split's last line may cross its end);
+  // reads beyond the former end grow from kTailRead bytes (see Read).
+  void ExtendToEof() {
+    split_end_ = end_;
+    end_ = f_->Size();
+  }
   uint64_t pos() const { return pos_; }
   // Continues reading at `p` (only before the first Read of a LineReader over this source).
   void Seek(uint64_t p) { pos_ = p; }
 
  private:
+  static constexpr uint64_t kTailRead = 16 << 10;
   std::unique_ptr<RandomAccessFile> f_;
   uint64_t pos_, end_, begin_;
+  uint64_t split_end_ = UINT64_MAX;
 };
 
 // A decompressing source: reads the compressed file in chunks and decodes into the caller's buffer.

@@ -258,6 +258,45 @@ TEST(RecordsTest, ByteRangeSplitsMatchWholeFileRead) {
   }
 }
 
+// Each split of an uncompressed file reads about its own bytes: the line crossing its end costs a
+// small tail, not a whole read buffer (64 KiB splits once read 1 MiB each, 16 times the file).
+TEST(RecordsTest, ByteRangeSplitsReadAboutTheFileOnce) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; body.size() < (4u << 20); ++i) {
+    body += absl::StrCat("{\"text\": \"doc ", i, " ", std::string(1000 + (i * 7919) % 1000, 'w'),
+                         "\"}\n");
+    // A line of 1 MB: the splits inside it hold no line start, the one before it reads it whole.
+    if (i == 1000) body += absl::StrCat("{\"text\": \"", std::string(1 << 20, 'L'), "\"}\n");
+  }
+  Write(t.Join("s.jsonl"), body);
+  const size_t expected_docs = static_cast<size_t>(std::count(body.begin(), body.end(), '\n'));
+  FaultInjectionEnv env(Env::Default());
+  auto files = ListInputs(&env, {t.Join("s.jsonl")});
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto splits = PlanSplits(&env, *files, 64 << 10);
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  ASSERT_GT(splits->size(), 60u);
+  const int64_t planned = env.read_bytes();
+  size_t docs = 0;
+  for (const InputSplit& s : *splits) {
+    auto reader = OpenRecordReader(&env, (*files)[s.file_index], s, {});
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    Document d;
+    while (true) {
+      auto more = (*reader)->Next(&d);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      ASSERT_TRUE(d.error.empty()) << d.error;
+      ++docs;
+    }
+  }
+  EXPECT_EQ(docs, expected_docs);
+  const int64_t read = env.read_bytes() - planned;
+  EXPECT_GE(read, static_cast<int64_t>(body.size()));
+  EXPECT_LE(read, static_cast<int64_t>(body.size()) * 3 / 2) << "splits: " << splits->size();
+}
+
 TEST(RecordsTest, TaskSlicesPartitionTheSplits) {
   std::vector<InputSplit> splits;
   for (size_t i = 0; i < 17; ++i) splits.push_back({i, 0, UINT64_MAX, (i * 7919) % 1000, 0});

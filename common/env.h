@@ -137,6 +137,10 @@ class FaultInjectionEnv : public Env {
   int64_t appended_bytes() const;
   // Bytes read so far from the files opened through this Env (sequential and random access).
   int64_t read_bytes() const;
+  // From now on, a ReadAt of `path` at exactly `offset` for exactly `n` bytes fails with an I/O
+  // error, or with `short_read` returns n - 1 bytes (as a file cut under its reader would). One
+  // such rule at a time; n = 0 clears it.
+  void FailReadAt(const std::string& path, uint64_t offset, size_t n, bool short_read = false);
 
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
       const std::string& path) override;

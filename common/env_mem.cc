@@ -274,6 +274,12 @@ struct FaultInjectionEnv::State {
   std::atomic<int64_t> disk_space{-1};
   std::atomic<int64_t> appended{0};
   std::atomic<int64_t> read{0};
+  // FailReadAt's rule.
+  mutable absl::Mutex read_fault_mu;
+  std::string read_fault_path;
+  uint64_t read_fault_offset = 0;
+  size_t read_fault_n = 0;
+  bool read_fault_short = false;
 
   absl::Status OnAppend(const std::string& path, size_t n) {
     int k = ++appends_seen;
@@ -315,7 +321,18 @@ class CountingRandomAccessFile : public RandomAccessFile {
                            std::shared_ptr<FaultInjectionEnv::State> st)
       : base_(std::move(base)), st_(std::move(st)) {}
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
-    ASSIGN_OR_RETURN(size_t got, base_->ReadAt(offset, buf, n));
+    bool fail = false, short_read = false;
+    {
+      absl::MutexLock lock(&st_->read_fault_mu);
+      fail = st_->read_fault_n != 0 && n == st_->read_fault_n &&
+             offset == st_->read_fault_offset && base_->path() == st_->read_fault_path;
+      short_read = st_->read_fault_short;
+    }
+    if (fail && !short_read) {
+      return absl::DataLossError(absl::StrCat("read ", base_->path(), " at offset ", offset,
+                                              ": Input/output error (injected)"));
+    }
+    ASSIGN_OR_RETURN(size_t got, base_->ReadAt(offset, buf, fail ? n - 1 : n));
     st_->read += static_cast<int64_t>(got);
     return got;
   }
@@ -365,6 +382,14 @@ void FaultInjectionEnv::SetDiskSpace(int64_t bytes) {
 }
 int64_t FaultInjectionEnv::appended_bytes() const { return state_->appended; }
 int64_t FaultInjectionEnv::read_bytes() const { return state_->read; }
+void FaultInjectionEnv::FailReadAt(const std::string& path, uint64_t offset, size_t n,
+                                   bool short_read) {
+  absl::MutexLock lock(&state_->read_fault_mu);
+  state_->read_fault_path = path;
+  state_->read_fault_offset = offset;
+  state_->read_fault_n = n;
+  state_->read_fault_short = short_read;
+}
 
 absl::StatusOr<std::unique_ptr<SequentialFile>> FaultInjectionEnv::NewSequentialFile(
     const std::string& path) {

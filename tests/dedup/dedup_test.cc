@@ -25,65 +25,16 @@
 namespace grist::dedup {
 namespace {
 
+using ::grist::dedup::testing::Budget64;
+using ::grist::dedup::testing::FamilyCorpus;
+using ::grist::dedup::testing::JsonLine;
+using ::grist::dedup::testing::Mutate;
 using ::grist::dedup::testing::OutDoc;
 using ::grist::dedup::testing::OutputBytes;
+using ::grist::dedup::testing::Quiet;
 using ::grist::dedup::testing::ReadOutput;
+using ::grist::dedup::testing::Words;
 using ::grist::testing::TempDir;
-
-std::string Words(Rng& rng, int n) {
-  static const char* kVocab[] = {"alpha", "beta",  "gamma", "delta", "epsilon", "zeta",  "eta",
-                                 "theta", "iota",  "kappa", "lambda", "mu",     "nu",    "xi",
-                                 "omicron", "pi",  "rho",   "sigma", "tau",     "upsilon", "phi",
-                                 "chi",   "psi",   "omega", "river", "stone",   "cloud", "field"};
-  std::string s;
-  for (int i = 0; i < n; ++i) {
-    if (i) s += (i % 17 == 0) ? ".\n" : " ";
-    s += kVocab[rng.Uniform(28)];
-    s += std::to_string(rng.Uniform(50));
-  }
-  return s;
-}
-
-// Replaces `k` words (at deterministic positions) of a space/newline separated text.
-std::string Mutate(const std::string& text, int k, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::string> words;
-  std::string cur;
-  for (char ch : text) {
-    if (ch == ' ') {
-      words.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(ch);
-    }
-  }
-  words.push_back(cur);
-  for (int i = 0; i < k; ++i) words[rng.Uniform(words.size())] = "changed" + std::to_string(i);
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + words[i];
-  return out;
-}
-
-std::string JsonLine(const std::string& text) {
-  std::string s = "{\"text\":";
-  AppendJsonString(&s, text);
-  return s + ",\"n\":1}\n";
-}
-
-// Options with a 64 MB budget: what the tests need, and the sort buffers stay small (reserving the
-// default 1 GB costs seconds of shadow-memory page faults under AddressSanitizer).
-DedupOptions Budget64() {
-  DedupOptions o;
-  o.memory_limit = 64 << 20;
-  return o;
-}
-
-RunOptions Quiet(int threads = 1) {
-  RunOptions r;
-  r.threads = threads;
-  r.progress = false;
-  return r;
-}
 
 TEST(Dedup, ExactNearShortEmptyAndBadRecords) {
   TempDir tmp;
@@ -158,20 +109,6 @@ TEST(Dedup, ExactNearShortEmptyAndBadRecords) {
   EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, ".dedup-work")));
 }
 
-// A corpus with many near-duplicate families spread over many splits.
-std::string FamilyCorpus(int families, int per_family) {
-  Rng rng(99);
-  std::vector<std::string> bases;
-  for (int f = 0; f < families; ++f) bases.push_back(Words(rng, 120 + static_cast<int>(rng.Uniform(200))));
-  std::string in;
-  for (int i = 0; i < families * per_family; ++i) {
-    const int f = static_cast<int>(rng.Uniform(families));
-    const int edits = static_cast<int>(rng.Uniform(4));
-    in += JsonLine(edits == 3 ? Words(rng, 150) : Mutate(bases[f], edits, rng.Next()));
-  }
-  return in;
-}
-
 TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
@@ -222,123 +159,6 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
     EXPECT_EQ(n.find("-of-00003-"), 11u) << n;  // the single run's parts are gone
   }
   EXPECT_EQ(parts, 3);
-}
-
-// Writes the documents of `jsonl` as a grist part (prefix "in") in `dir`, in frames of about
-// `frame_bytes`; returns the part's path.
-std::string WritePart(const std::string& jsonl, const std::string& dir, uint64_t frame_bytes) {
-  auto files = ListInputs(Env::Default(), {jsonl});
-  EXPECT_TRUE(files.ok());
-  auto reader = OpenRecordReader(Env::Default(), (*files)[0], InputSplit{}, InputOptions{});
-  EXPECT_TRUE(reader.ok());
-  OutputOptions o;
-  o.frame_bytes = frame_bytes;
-  auto w = RecordWriter::Open(Env::Default(), dir, "in", o);
-  EXPECT_TRUE(w.ok());
-  Document d;
-  while (*(*reader)->Next(&d)) EXPECT_TRUE((*w)->Append(d).ok());
-  auto parts = (*w)->Finish();
-  EXPECT_TRUE(parts.ok() && parts->size() == 1u);
-  return (*parts)[0].path;
-}
-
-// The frames of a part, from its index, each with its compressed bytes and its content.
-struct PartFrame {
-  std::string compressed, content;
-  uint64_t records = 0;
-};
-std::vector<PartFrame> FramesOf(const std::string& path) {
-  std::vector<PartFrame> out;
-  auto f = Env::Default()->NewRandomAccessFile(path);
-  EXPECT_TRUE(f.ok());
-  auto index = ReadZstdFrameIndex(**f);
-  EXPECT_TRUE(index.ok() && index->has_value());
-  const std::string data = *ReadFileToString(Env::Default(), path);
-  for (const ZstdFrame& z : **index) {
-    PartFrame p;
-    p.compressed = data.substr(z.offset, z.bytes);
-    p.content = testing::Unzstd(p.compressed);
-    p.records = z.records;
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-// The filter copies each frame of an input part whose documents it keeps as they were read, byte
-// for byte, instead of compressing them again; a frame holding a removed document is written
-// record by record. What is written is what the same documents as plain JSON Lines give, and the
-// bytes do not depend on the thread count.
-TEST(Dedup, FramesOfKeptDocumentsPassThroughTheFilter) {
-  TempDir tmp;
-  const std::string jsonl = tmp.Join("in.jsonl");
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), jsonl, FamilyCorpus(40, 10)).ok());
-  const std::string part = WritePart(jsonl, tmp.Join("part"), 2 << 10);  // one to two documents a frame
-  const std::vector<PartFrame> frames = FramesOf(part);
-  ASSERT_GT(frames.size(), 50u);
-  DedupOptions o = Budget64();
-  o.split_bytes = 16 << 10;
-  auto plain = RunDedup(Env::Default(), {jsonl}, tmp.Join("plain"), o, Quiet(1));
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_GT(plain->counts.docs_removed, 50u);
-  std::string bytes[2];
-  for (int k = 0; k < 2; ++k) {
-    const std::string out = tmp.Join(absl::StrCat("p", k));
-    auto r = RunDedup(Env::Default(), {part}, out, o, Quiet(k == 0 ? 1 : 3));
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->counts.docs_removed, plain->counts.docs_removed);
-    EXPECT_EQ(r->counts.bytes_out, plain->counts.bytes_out);
-    EXPECT_EQ(OutputBytes(out), OutputBytes(tmp.Join("plain")));
-    EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), OutputBytes(tmp.Join("plain/removed")));
-    bytes[k] = *ReadFileToString(Env::Default(), JoinPath(out, "dedup-00000.jsonl.zst"));
-  }
-  EXPECT_EQ(bytes[0], bytes[1]);
-  // A frame is in the output as it is exactly when none of its documents was removed.
-  std::set<std::string> removed;  // "line" of each removed document of the input
-  for (const OutDoc& d : ReadOutput(tmp.Join("p0/removed"))) removed.insert(std::to_string(d.doc.line));
-  uint64_t line = 0;
-  int passed = 0, rewritten = 0;
-  for (const PartFrame& f : frames) {
-    bool any_removed = false;
-    for (uint64_t i = 0; i < f.records; ++i) any_removed |= removed.count(std::to_string(++line)) > 0;
-    const bool copied = bytes[0].find(f.compressed) != std::string::npos;
-    EXPECT_EQ(copied, !any_removed) << "frame ending at line " << line;
-    (copied ? passed : rewritten)++;
-  }
-  EXPECT_GT(passed, 20) << rewritten;
-  EXPECT_GT(rewritten, 20) << passed;
-
-  // A part whose records are not as grist writes them (a space after each '{': the same
-  // documents) passes no frame through: the records are written as grist serializes them.
-  std::string odd, entries;
-  auto le = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) entries.push_back(static_cast<char>(v >> (8 * i)));
-  };
-  for (const PartFrame& f : frames) {
-    std::string c;
-    for (char ch : f.content) {
-      c.push_back(ch);
-      if (ch == '{' && (c.size() == 1 || c[c.size() - 2] == '\n')) c.push_back(' ');
-    }
-    std::string z(ZSTD_compressBound(c.size()), '\0');
-    ZSTD_CCtx* cctx = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-    z.resize(ZSTD_compress2(cctx, z.data(), z.size(), c.data(), c.size()));
-    ZSTD_freeCCtx(cctx);
-    odd += z;
-    le(z.size());
-    le(f.records);
-  }
-  odd += documents_format::IndexFrame(entries);
-  const std::string odd_path = tmp.Join("odd/in-00000.jsonl.zst");
-  ASSERT_TRUE(Env::Default()->CreateDirs(tmp.Join("odd")).ok());
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), odd_path, odd).ok());
-  auto f = Env::Default()->NewRandomAccessFile(odd_path);
-  ASSERT_TRUE(f.ok());
-  auto index = ReadZstdFrameIndex(**f);
-  ASSERT_TRUE(index.ok() && index->has_value());  // a valid index: only the records differ
-  auto r = RunDedup(Env::Default(), {odd_path}, tmp.Join("odd_out"), o, Quiet(2));
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(OutputBytes(tmp.Join("odd_out")), OutputBytes(tmp.Join("plain")));
 }
 
 TEST(Dedup, StageRefusesIncompleteTaskSetAndNamesTheMissingTask) {

@@ -1,4 +1,5 @@
-// Helpers shared by the dedup tests: reading back the output folder.
+// Helpers shared by the dedup tests: corpora of near-duplicate families, options, and reading
+// back the output folder.
 #ifndef GRIST_TESTS_DEDUP_DEDUP_TEST_UTIL_H_
 #define GRIST_TESTS_DEDUP_DEDUP_TEST_UTIL_H_
 
@@ -8,10 +9,83 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/json_writer.h"
 #include "common/records.h"
+#include "common/rng.h"
+#include "common/stage.h"
+#include "dedup/dedup.h"
 #include "gtest/gtest.h"
 
 namespace grist::dedup::testing {
+
+inline std::string Words(Rng& rng, int n) {
+  static const char* kVocab[] = {"alpha", "beta",  "gamma", "delta", "epsilon", "zeta",  "eta",
+                                 "theta", "iota",  "kappa", "lambda", "mu",     "nu",    "xi",
+                                 "omicron", "pi",  "rho",   "sigma", "tau",     "upsilon", "phi",
+                                 "chi",   "psi",   "omega", "river", "stone",   "cloud", "field"};
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    if (i) s += (i % 17 == 0) ? ".\n" : " ";
+    s += kVocab[rng.Uniform(28)];
+    s += std::to_string(rng.Uniform(50));
+  }
+  return s;
+}
+
+// Replaces `k` words (at deterministic positions) of a space/newline separated text.
+inline std::string Mutate(const std::string& text, int k, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::string> words;
+  std::string cur;
+  for (char ch : text) {
+    if (ch == ' ') {
+      words.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(ch);
+    }
+  }
+  words.push_back(cur);
+  for (int i = 0; i < k; ++i) words[rng.Uniform(words.size())] = "changed" + std::to_string(i);
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + words[i];
+  return out;
+}
+
+inline std::string JsonLine(const std::string& text) {
+  std::string s = "{\"text\":";
+  AppendJsonString(&s, text);
+  return s + ",\"n\":1}\n";
+}
+
+// Options with a 64 MB budget: what the tests need, and the sort buffers stay small (reserving the
+// default 1 GB costs seconds of shadow-memory page faults under AddressSanitizer).
+inline DedupOptions Budget64() {
+  DedupOptions o;
+  o.memory_limit = 64 << 20;
+  return o;
+}
+
+inline RunOptions Quiet(int threads = 1) {
+  RunOptions r;
+  r.threads = threads;
+  r.progress = false;
+  return r;
+}
+
+// A corpus with many near-duplicate families spread over many splits.
+inline std::string FamilyCorpus(int families, int per_family) {
+  Rng rng(99);
+  std::vector<std::string> bases;
+  for (int f = 0; f < families; ++f) bases.push_back(Words(rng, 120 + static_cast<int>(rng.Uniform(200))));
+  std::string in;
+  for (int i = 0; i < families * per_family; ++i) {
+    const int f = static_cast<int>(rng.Uniform(families));
+    const int edits = static_cast<int>(rng.Uniform(4));
+    in += JsonLine(edits == 3 ? Words(rng, 150) : Mutate(bases[f], edits, rng.Next()));
+  }
+  return in;
+}
 
 struct OutDoc {
   Document doc;

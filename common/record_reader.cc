@@ -396,4 +396,22 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
   return std::unique_ptr<RecordReader>(new TextReader(std::move(src), file.path, options));
 }
 
+absl::StatusOr<uint64_t> DecodeWholeFile(Env* env, const InputFile& file) {
+  if (!IsCompressedFormat(file.format)) {
+    return absl::InvalidArgumentError(absl::StrCat(file.path, ": not a compressed input"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, env->NewSequentialFile(file.path));
+  const bool gzip =
+      file.format == InputFormat::kJsonlGzip || file.format == InputFormat::kTextGzip;
+  std::unique_ptr<ByteSource> src =
+      gzip ? internal::NewGzipSource(std::move(f)) : internal::NewZstdSource(std::move(f));
+  Buffer buf(kReadChunk);
+  uint64_t total = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(size_t got, src->Read(buf.data(), buf.size));
+    if (got == 0) return total;
+    total += got;
+  }
+}
+
 }  // namespace grist

@@ -36,6 +36,13 @@ absl::StatusOr<std::unique_ptr<RecordReader>> OpenRecordReader(Env* env, const I
                                                                const InputOptions& options,
                                                                SplitDecoders* decoders = nullptr);
 
+// Decodes a whole compressed input (gzip or zstd, as OpenRecordReader would) on the calling
+// thread and discards what it decodes; returns the decoded byte count. A compressed file without
+// a frame index is decoded by one thread however many read its records, so this time is a floor
+// under any stage that reads it (benchmarks report it). INVALID_ARGUMENT for an uncompressed
+// format; a damaged stream is the reader's error.
+absl::StatusOr<uint64_t> DecodeWholeFile(Env* env, const InputFile& file);
+
 }  // namespace grist
 
 #endif  // GRIST_COMMON_RECORD_READER_H_

@@ -156,6 +156,36 @@ TEST(RecordsTest, CompressedAndTruncated) {
   EXPECT_EQ(ReadAll(t.Join("garbage.jsonl.zst")).status.code(), absl::StatusCode::kDataLoss);
 }
 
+// DecodeWholeFile decodes what the readers would, frames and members included, and reports a
+// damaged stream as they do.
+TEST(RecordsTest, DecodeWholeFileDecodesEveryFrameAndMember) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&body, "{\"text\": \"document number ", i, "\"}\n");
+  const std::string z = Zstd(body.substr(0, 1000)) + Zstd(body.substr(1000));
+  const std::string g = Gzip(body.substr(0, 500)) + Gzip(body.substr(500));
+  Write(t.Join("x.jsonl.zst"), z);
+  Write(t.Join("y.jsonl.gz"), g);
+  Write(t.Join("tz.jsonl.zst"), z.substr(0, z.size() / 2));
+  Write(t.Join("plain.jsonl"), body);
+  auto files = ListInputs(Env::Default(), {t.Join("x.jsonl.zst"), t.Join("y.jsonl.gz"),
+                                           t.Join("tz.jsonl.zst"), t.Join("plain.jsonl")});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 4u);
+  for (const InputFile& f : *files) {
+    auto n = DecodeWholeFile(Env::Default(), f);
+    if (f.path == t.Join("tz.jsonl.zst")) {
+      EXPECT_EQ(n.status().code(), absl::StatusCode::kDataLoss) << n.status();
+      EXPECT_NE(n.status().message().find("tz.jsonl.zst"), std::string::npos) << n.status();
+    } else if (f.path == t.Join("plain.jsonl")) {
+      EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument) << n.status();
+    } else {
+      ASSERT_TRUE(n.ok()) << f.path << ": " << n.status();
+      EXPECT_EQ(*n, body.size()) << f.path;
+    }
+  }
+}
+
 TEST(RecordsTest, TextFilesAndBlocks) {
   TempDir t;
   ASSERT_TRUE(Env::Default()->CreateDirs(t.Join("d/sub")).ok());

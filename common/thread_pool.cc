@@ -4,12 +4,23 @@
 
 #include <atomic>
 #include <memory>
+#include <thread>
+
+#include "absl/base/internal/cycleclock.h"  // absl::Mutex's clock (see the header)
 
 namespace grist {
 
 int NumCpus() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void StartCycleClockCalibration() {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return;
+  // Detached: the measurement only sleeps and writes absl's own once-initialized value, so a
+  // process may exit while it runs.
+  std::thread([] { (void)absl::base_internal::CycleClock::Frequency(); }).detach();
 }
 
 ThreadPool::ThreadPool(int num_threads) {

@@ -47,6 +47,14 @@ absl::Status ParallelFor(ThreadPool* pool, size_t n, const std::function<absl::S
 // Number of online CPUs (at least 1).
 int NumCpus();
 
+// Starts, on a background thread, the one measurement of the CPU's cycle frequency that
+// absl::Mutex makes the first time a thread queues on a contended Mutex (it reads the thread's
+// priority every cycle-clock second): at least 3 ms of sleeps (1 ms, then 2 ms, doubling until two
+// readings agree within 1%: longer on a noisy VM), during which every other thread that queues
+// waits too. Called first thing by a program (grist's main), it runs while the command line is
+// parsed and the inputs listed, not while the first stage's threads start. Idempotent.
+void StartCycleClockCalibration();
+
 }  // namespace grist
 
 #endif  // GRIST_COMMON_THREAD_POOL_H_

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/output_file.h"
+#include "common/thread_pool.h"
 #include "common/version.h"
 #include "tools/command.h"
 
@@ -192,6 +193,7 @@ static int UsageExit(CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   using namespace grist::tools;
+  grist::StartCycleClockCalibration();  // absl::Mutex's one measurement, off the stages' path
   CLI::App app{"grist: data releases, loading and checkpoints for LLM training"};
   app.name("grist");
   app.set_version_flag("--version", std::string("grist ") + GRIST_VERSION);

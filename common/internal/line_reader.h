@@ -24,7 +24,8 @@ inline constexpr size_t kMaxErrorText = 64 << 10;
 class LineReader {
  public:
   LineReader(ByteSource* src, uint64_t max_bytes) : src_(src), max_(max_bytes ? max_bytes : UINT64_MAX) {}
-  // Returns false at the end. *line points into an internal buffer valid until the next call.
+  // Returns false at the end. *line points into an internal buffer (the read buffer itself when
+  // the line lies in it whole), valid until the next call.
   absl::StatusOr<bool> Next(std::string_view* line, uint64_t* raw_bytes, bool* oversized) {
     *oversized = false;
     *raw_bytes = 0;
@@ -44,6 +45,13 @@ class LineReader {
       const char* start = buf_.data() + pos_;
       const char* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
       size_t take = nl ? static_cast<size_t>(nl - start) : len_ - pos_;
+      if (nl != nullptr && line_.empty() && !dropping && take <= max_) {
+        // The whole line is in the buffer (the usual case): no copy.
+        *raw_bytes += take + 1;
+        pos_ += take + 1;
+        *line = std::string_view(start, take);
+        return true;
+      }
       *raw_bytes += take + (nl ? 1 : 0);
       if (!dropping) {
         if (line_.size() + take > max_) {

@@ -193,7 +193,9 @@ static int UsageExit(CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   using namespace grist::tools;
-  grist::StartCycleClockCalibration();  // absl::Mutex's one measurement, off the stages' path
+  // absl::Mutex's one measurement, off the stages' path; not for --version or --help alone, which
+  // end before it would be needed.
+  if (argc > 1 && argv[1][0] != '-') grist::StartCycleClockCalibration();
   CLI::App app{"grist: data releases, loading and checkpoints for LLM training"};
   app.name("grist");
   app.set_version_flag("--version", std::string("grist ") + GRIST_VERSION);

@@ -101,16 +101,50 @@ struct Frame {
   bool done = false;
 };
 
-// Compresses f->raw into f->compressed (exactly its size) through `scratch`, then frees f->raw:
-// a frame waiting to be written holds only its compressed bytes.
+// Compresses f->raw into f->compressed (exactly its size) through `scratch`. The caller then
+// recycles f->raw (RawBuffers): a frame waiting to be written holds only its compressed bytes.
 absl::Status CompressFrame(ZSTD_CCtx* cctx, std::string* scratch, Frame* f) {
   scratch->resize(ZSTD_compressBound(f->raw.size()));
   const size_t n = ZSTD_compress2(cctx, scratch->data(), scratch->size(), f->raw.data(), f->raw.size());
   if (ZSTD_isError(n)) return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
   f->compressed.assign(scratch->data(), n);
-  std::string().swap(f->raw);
   return absl::OkStatus();
 }
+
+// The buffers frames' lines are gathered in, handed out again once a frame is compressed: a frame
+// fills a buffer that already has its pages and room, instead of growing a new string by
+// doubling (copying it as it grows and faulting in fresh pages every frame). At most `keep`
+// buffers are kept; the rest are freed. Thread-safe.
+class RawBuffers {
+ public:
+  RawBuffers(size_t keep, size_t reserve) : keep_(keep), reserve_(reserve) {}
+  // An empty buffer with room for a frame.
+  std::string Take() {
+    std::string b;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    b.clear();
+    if (b.capacity() < reserve_) b.reserve(reserve_);
+    return b;
+  }
+  void Give(std::string* b) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.size() < keep_ && b->capacity() <= 2 * reserve_) {
+      free_.push_back(std::move(*b));
+    }
+    std::string().swap(*b);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> free_;
+  const size_t keep_, reserve_;
+};
 
 ZSTD_CCtx* NewCCtx(int level) {
   ZSTD_CCtx* c = ZSTD_createCCtx();
@@ -123,9 +157,9 @@ ZSTD_CCtx* NewCCtx(int level) {
 // frame in queue order, so the order of the file never depends on the threads.
 class FramePool {
  public:
-  FramePool(int threads, int level) {
+  FramePool(int threads, int level, RawBuffers* buffers) {
     for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, level] {
+      threads_.emplace_back([this, level, buffers] {
         ZSTD_CCtx* cctx = NewCCtx(level);
         std::string scratch;
         std::unique_lock<std::mutex> l(mu_);
@@ -136,6 +170,7 @@ class FramePool {
           todo_.pop_front();
           l.unlock();
           absl::Status s = CompressFrame(cctx, &scratch, f.get());
+          buffers->Give(&f->raw);
           l.lock();
           f->status = std::move(s);
           f->done = true;
@@ -181,13 +216,17 @@ class FramePool {
 class ZstdRecordWriter : public RecordWriter {
  public:
   ZstdRecordWriter(Env* env, std::string dir, std::string prefix, OutputOptions o)
-      : env_(env), dir_(std::move(dir)), prefix_(std::move(prefix)), opts_(o) {
+      : env_(env), dir_(std::move(dir)), prefix_(std::move(prefix)), opts_(o),
+        // A frame ends at the first record that takes it to frame_bytes: room for a little more.
+        buffers_(static_cast<size_t>(std::max(1, opts_.compress_threads)) + 1,
+                 static_cast<size_t>(std::min<uint64_t>(opts_.frame_bytes + opts_.frame_bytes / 8,
+                                                        uint64_t{64} << 20))) {
     if (opts_.compress_threads > 1) {
-      pool_ = std::make_unique<FramePool>(opts_.compress_threads, opts_.zstd_level);
+      pool_ = std::make_unique<FramePool>(opts_.compress_threads, opts_.zstd_level, &buffers_);
     } else {
       cctx_ = NewCCtx(opts_.zstd_level);
     }
-    frame_ = std::make_shared<Frame>();
+    frame_ = NewFrame();
   }
   ~ZstdRecordWriter() override {
     pool_.reset();  // joins its threads; frames still queued are dropped with the part
@@ -302,16 +341,24 @@ class ZstdRecordWriter : public RecordWriter {
     return absl::OkStatus();
   }
 
+  std::shared_ptr<Frame> NewFrame() {
+    auto f = std::make_shared<Frame>();
+    f->raw = buffers_.Take();
+    return f;
+  }
+
   // Ends the current zstd frame (the next record starts a new, independent one): compressed here,
   // or queued for the pool, and written once it and every frame before it are done.
   absl::Status EndFrame() {
     std::shared_ptr<Frame> f = std::move(frame_);
-    frame_ = std::make_shared<Frame>();
     if (!pool_) {
       absl::Status s = CompressFrame(cctx_, &scratch_, f.get());
+      buffers_.Give(&f->raw);
+      frame_ = NewFrame();
       if (!s.ok()) return absl::InternalError(absl::StrCat(tmp_path_, ": ", s.message()));
       return WriteFrame(*f);
     }
+    frame_ = NewFrame();
     pool_->Submit(f);
     queued_.push_back(std::move(f));
     // One frame per thread in flight at most (and the one being filled): the bytes held stay
@@ -355,6 +402,7 @@ class ZstdRecordWriter : public RecordWriter {
   Env* env_;
   std::string dir_, prefix_;
   OutputOptions opts_;
+  RawBuffers buffers_;                // before pool_, whose threads give buffers back
   ZSTD_CCtx* cctx_ = nullptr;         // compress_threads <= 1
   std::string scratch_;               // its output buffer
   std::unique_ptr<FramePool> pool_;   // compress_threads > 1

@@ -298,9 +298,9 @@ struct FaultInjectionEnv::State {
 };
 
 namespace {
-class CountingSequentialFile : public SequentialFile {
+class FaultSequentialFile : public SequentialFile {
  public:
-  CountingSequentialFile(std::unique_ptr<SequentialFile> base,
+  FaultSequentialFile(std::unique_ptr<SequentialFile> base,
                          std::shared_ptr<FaultInjectionEnv::State> st)
       : base_(std::move(base)), st_(std::move(st)) {}
   absl::StatusOr<size_t> Read(char* buf, size_t n) override {
@@ -315,9 +315,9 @@ class CountingSequentialFile : public SequentialFile {
   std::shared_ptr<FaultInjectionEnv::State> st_;
 };
 
-class CountingRandomAccessFile : public RandomAccessFile {
+class FaultRandomAccessFile : public RandomAccessFile {
  public:
-  CountingRandomAccessFile(std::unique_ptr<RandomAccessFile> base,
+  FaultRandomAccessFile(std::unique_ptr<RandomAccessFile> base,
                            std::shared_ptr<FaultInjectionEnv::State> st)
       : base_(std::move(base)), st_(std::move(st)) {}
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
@@ -394,12 +394,12 @@ void FaultInjectionEnv::FailReadAt(const std::string& path, uint64_t offset, siz
 absl::StatusOr<std::unique_ptr<SequentialFile>> FaultInjectionEnv::NewSequentialFile(
     const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, base_->NewSequentialFile(path));
-  return std::unique_ptr<SequentialFile>(new CountingSequentialFile(std::move(f), state_));
+  return std::unique_ptr<SequentialFile>(new FaultSequentialFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
     const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, base_->NewRandomAccessFile(path));
-  return std::unique_ptr<RandomAccessFile>(new CountingRandomAccessFile(std::move(f), state_));
+  return std::unique_ptr<RandomAccessFile>(new FaultRandomAccessFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path) {

@@ -51,8 +51,9 @@ int NumCpus();
 // absl::Mutex makes the first time a thread queues on a contended Mutex (it reads the thread's
 // priority every cycle-clock second): at least 3 ms of sleeps (1 ms, then 2 ms, doubling until two
 // readings agree within 1%: longer on a noisy VM), during which every other thread that queues
-// waits too. Called first thing by a program (grist's main), it runs while the command line is
-// parsed and the inputs listed, not while the first stage's threads start. Idempotent.
+// waits too. Called early by a program (grist's main, when its first argument is a command), it
+// runs while the command line is parsed and the inputs listed, not while the first stage's threads
+// start. Idempotent.
 void StartCycleClockCalibration();
 
 }  // namespace grist

@@ -54,12 +54,34 @@ absl::Status RunBuckets(Ctx& c) {
   const uint32_t rec_size = SigRecordSize(c);
   ASSIGN_OR_RETURN(auto sig_readers, OpenAll(c, "sig", "sig", DedupStage::kSignatures,
                                              Kind::kSignatures, rec_size));
-  // A quarter of the budget for the bucket records, an eighth for the pairs (the rest is the
-  // process itself, the readers and writers, and the allocator's slack).
-  internal::ExternalSorter<BucketRecord> sorter(
-      c.env, tmp, absl::StrFormat("buckets-%05d", J), c.opt.memory_limit / 4, c.pool.get());
-  std::vector<char> rec(rec_size);
   const int bands = SigBands(c);
+  std::vector<std::unique_ptr<FileReader>> line_readers;
+  if (c.opt.line_dedup) {
+    ASSIGN_OR_RETURN(line_readers, OpenAll(c, "sig", "lines", DedupStage::kSignatures,
+                                           Kind::kLineHashes, sizeof(LineRecord)));
+  }
+  // A quarter of the budget for the bucket records, an eighth for the pairs (the rest is the
+  // process itself, the readers and writers, and the allocator's slack). The shingles the
+  // signatures stage kept for the clusters stage (RunDedup: at most an eighth) come out of the
+  // quarter: they stay only if the records, sorted in memory (a second buffer of their size),
+  // fit beside them; else they are dropped, the sorter keeps its whole quarter, and the clusters
+  // stage reads the candidates' splits again.
+  uint64_t sorter_bytes = c.opt.memory_limit / 4;
+  if (c.shingle_cache) {
+    uint64_t records = 0;
+    for (const auto& r : sig_readers) records += r->records() * (1 + static_cast<uint64_t>(bands));
+    for (const auto& r : line_readers) records += r->records();
+    const uint64_t need = 2 * records * sizeof(BucketRecord);
+    const uint64_t held = c.shingle_cache->bytes();
+    if (held < sorter_bytes && need <= sorter_bytes - held) {
+      sorter_bytes -= held;
+    } else {
+      c.shingle_cache.reset();
+    }
+  }
+  internal::ExternalSorter<BucketRecord> sorter(
+      c.env, tmp, absl::StrFormat("buckets-%05d", J), sorter_bytes, c.pool.get());
+  std::vector<char> rec(rec_size);
   for (auto& r : sig_readers) {
     while (true) {
       ASSIGN_OR_RETURN(bool more, r->Next(rec.data()));
@@ -84,8 +106,6 @@ absl::Status RunBuckets(Ctx& c) {
     }
   }
   if (c.opt.line_dedup) {
-    ASSIGN_OR_RETURN(auto line_readers, OpenAll(c, "sig", "lines", DedupStage::kSignatures,
-                                                Kind::kLineHashes, sizeof(LineRecord)));
     for (auto& r : line_readers) {
       LineRecord l;
       while (true) {

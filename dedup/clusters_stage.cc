@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -30,6 +31,8 @@
 #include "common/thread_pool.h"
 #include "dedup/dedup_format.h"
 #include "dedup/internal/files.h"
+#include "dedup/internal/minhash_kernel.h"
+#include "dedup/internal/shingle_cache.h"
 
 namespace grist::dedup::internal {
 
@@ -42,8 +45,10 @@ namespace {
 //   1. the task's distinct pairs go to a temporary pairs file (sorted by (a, b)) and the keys of
 //      the documents in near pairs to an external sorter;
 //   2. the sets of those documents (sorted distinct shingle hashes, or signatures without
-//      verification) are recomputed from the input, split by split, and spilled in key order to a
-//      checksummed sets file (format::Kind::kShingleSets);
+//      verification) are made from the shingle hashes the signatures stage kept (Ctx's
+//      shingle_cache: all stages in one process, within a quarter of the budget) or recomputed from
+//      the input, split by split, and spilled in key order to a checksummed sets file
+//      (format::Kind::kShingleSets);
 //   3. the pairs are verified block by block: a block of pairs is read, and one scan of the sets
 //      file loads the sets of the block's first documents (a) into a cache of an eighth of the
 //      budget, and batches the sets of the second documents (b > a, so their a is already loaded
@@ -59,7 +64,8 @@ struct KeyGroup {
 
 // Appends the sets of the documents of `groups` (in key order) to `w`.
 absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<KeyGroup>& groups,
-                       FileWriter* w, std::atomic<uint64_t>* bytes_read) {
+                       FileWriter* w, std::atomic<uint64_t>* bytes_read,
+                       std::atomic<uint64_t>* from_input) {
   struct Out {
     std::string data;
     uint64_t records = 0;
@@ -83,6 +89,25 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
         size_t next = 0;
         std::vector<uint64_t> set, shingles;
         std::string scratch;
+        ShingleCache::SplitView kept;
+        if (c.shingle_cache && c.shingle_cache->Find(group.split, &kept)) {
+          for (uint64_t key : group.keys) {
+            const uint64_t ordinal = key & ((uint64_t{1} << format::kOrdinalBits) - 1);
+            if (ordinal >= kept.docs()) {
+              return absl::DataLossError(absl::StrCat("dedup: document key ", key,
+                                                      " is beyond the ", kept.docs(),
+                                                      " documents of split ", group.split));
+            }
+            const std::span<const uint64_t> doc = kept.Doc(ordinal);
+            set.assign(doc.begin(), doc.end());
+            SortHashes(&set);
+            set.erase(std::unique(set.begin(), set.end()), set.end());
+            internal::AppendSetRecord(&out.data, key, set);
+            ++out.records;
+          }
+          return out;
+        }
+        from_input->fetch_add(group.keys.size(), std::memory_order_relaxed);
         RETURN_IF_ERROR(
             ForEachDoc(c, group.split, [&](uint64_t key, const Document& doc) -> absl::Status {
               bytes_read->fetch_add(doc.input_bytes, std::memory_order_relaxed);
@@ -291,7 +316,7 @@ absl::Status RunClusters(Ctx& c) {
                                         /*sync=*/false));
       const MinHasher hasher(c.opt.num_perm, c.opt.seed);
       const size_t window = SplitWindow(c, 1);
-      std::atomic<uint64_t> bytes{0};
+      std::atomic<uint64_t> bytes{0}, from_input{0};
       std::vector<KeyGroup> groups;
       bool any = false;
       uint64_t last = 0;
@@ -301,7 +326,7 @@ absl::Status RunClusters(Ctx& c) {
         last = key;
         if (groups.empty() || groups.back().split != SplitOfKey(key)) {
           if (groups.size() == window) {
-            RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes));
+            RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes, &from_input));
             groups.clear();
           }
           groups.push_back(KeyGroup{SplitOfKey(key), {}});
@@ -309,12 +334,17 @@ absl::Status RunClusters(Ctx& c) {
         groups.back().keys.push_back(key);
         return absl::OkStatus();
       }));
-      if (!groups.empty()) RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes));
+      if (!groups.empty()) {
+        RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes, &from_input));
+      }
       stats[kSpilledSetBytes] = sets_w->bytes();
       RETURN_IF_ERROR(sets_w->Finish());
       stats[kInputBytes] += bytes.load();
+      stats[kSetsFromInput] = from_input.load();
     }
   }
+
+  c.shingle_cache.reset();  // its memory is the verification's now
 
   // 3. Verify block by block; edges in (a, b) order.
   ASSIGN_OR_RETURN(auto pairs_r,

@@ -1,5 +1,7 @@
 #include "dedup/dedup.h"
 
+#include <memory>
+
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "dedup/internal/stage_context.h"
@@ -69,6 +71,12 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   // One context for the whole chain: the inputs are listed, split and (plain JSONL) scanned for
   // line numbers once, not once per stage, and one thread pool serves every stage.
   ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
+  // The candidates' shingles for verification from memory rather than a second read of the
+  // input, in an eighth of the budget (the buckets stage drops them when its records need it).
+  if (c.opt.near && c.opt.verify) {
+    c.shingle_cache = std::make_unique<internal::ShingleCache>(c.splits.size(),
+                                                               c.opt.memory_limit / 8);
+  }
   DedupReport rep;
   for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
                         DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {

@@ -134,6 +134,10 @@ struct DedupReport {
   // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
   uint64_t verify_passes = 0;
   uint64_t spilled_set_bytes = 0;
+  // Candidate documents whose sets the clusters stage made by reading their split of the input
+  // again: those whose shingles the signatures stage did not keep (a stage run on its own, or
+  // beyond a quarter of the budget). Depends on timing; no output does.
+  uint64_t sets_from_input = 0;
   // Merge stage: 0 when the edges fit its share of the budget (union-find in memory), else the
   // rounds of the external connected components (docs/dedup.md).
   uint64_t merge_rounds = 0;

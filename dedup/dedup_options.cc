@@ -196,6 +196,7 @@ std::string DedupReport::ToJson() const {
   w.Field("candidate_pairs", candidate_pairs).Field("exact_pairs", exact_pairs);
   w.Field("verified_pairs", verified_pairs).Field("duplicated_lines", duplicated_lines);
   w.Field("verify_passes", verify_passes).Field("spilled_set_bytes", spilled_set_bytes);
+  w.Field("sets_from_input", sets_from_input);
   w.Field("merge_rounds", merge_rounds);
   w.Field("memory_limit_bytes", memory_limit);
   w.Field("num_perm", num_perm).Field("bands", bands).Field("rows", rows);

@@ -83,6 +83,7 @@ absl::StatusOr<DedupReport> RunReport(Ctx& c) {
         rep.verified_pairs = sum[kVerifiedPairs];
         rep.verify_passes = sum[kVerifyPasses];
         rep.spilled_set_bytes = sum[kSpilledSetBytes];
+        rep.sets_from_input = sum[kSetsFromInput];
         break;
       case DedupStage::kMerge:
         rep.clusters = sum[kClusters];

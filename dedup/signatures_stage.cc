@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -71,7 +72,10 @@ absl::Status RunSignatures(Ctx& c) {
     std::vector<std::pair<uint64_t, std::string>> ids;
     std::vector<LineRecord> lines;
     uint64_t docs = 0, bad = 0, bytes = 0;
+    std::vector<ShingleCache::DocSpan> shingles;  // in c.shingle_cache, by ordinal
+    bool gathered = false;
   };
+  ShingleCache* const cache = c.shingle_cache.get();
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<SplitOut>(
@@ -83,6 +87,17 @@ absl::Status RunSignatures(Ctx& c) {
         std::vector<uint64_t> sig(c.opt.num_perm);
         std::vector<uint64_t> band_hashes(static_cast<size_t>(bands));
         std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
+        out.gathered = cache != nullptr && cache->open();
+        // Adds this document's shingles to the cache; the split is not kept once one does not fit.
+        auto gather = [&](std::span<const uint64_t> hashes) {
+          ShingleCache::DocSpan span;
+          if (cache->Add(hashes, &span)) {
+            out.shingles.push_back(span);
+          } else {
+            out.gathered = false;
+            out.shingles = {};
+          }
+        };
         RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
           ++out.docs;
           out.bytes += doc.input_bytes;
@@ -90,6 +105,7 @@ absl::Status RunSignatures(Ctx& c) {
           r.key = key;
           out.ids.emplace_back(key, doc.id());
           if (!doc.error.empty()) {
+            if (out.gathered) gather({});
             ++out.bad;
             r.flags = format::kFlagBadRecord;
             std::fill(band_hashes.begin(), band_hashes.end(), ~uint64_t{0});
@@ -110,6 +126,7 @@ absl::Status RunSignatures(Ctx& c) {
               hasher.Compute(shingles, sig.data());
               for (int b = 0; b < bands; ++b) band_hashes[b] = BandHash(sig.data(), b, c.opt.rows);
             }
+            if (out.gathered) gather(shingles);
             if (c.opt.line_dedup) {
               doc_lines.clear();
               ForEachLine(doc.text, [&](std::string_view line, bool) {
@@ -128,7 +145,7 @@ absl::Status RunSignatures(Ctx& c) {
         }, &progress, decoders.get()));
         return out;
       },
-      [&](size_t, SplitOut&& out) -> absl::Status {
+      [&](size_t i, SplitOut&& out) -> absl::Status {
         const size_t n = out.sigs.size() / rec_size;
         for (size_t k = 0; k < n; ++k) {
           RETURN_IF_ERROR(sig_w->AddRecord(out.sigs.data() + k * rec_size, rec_size));
@@ -137,6 +154,7 @@ absl::Status RunSignatures(Ctx& c) {
         if (lines_w) {
           for (const LineRecord& l : out.lines) RETURN_IF_ERROR(lines_w->Add(l));
         }
+        if (out.gathered) cache->Keep(mine[i], std::move(out.shingles));
         stats[kDocsIn] += out.docs;
         stats[kDocsRejected] += out.bad;
         stats[kBytesIn] += out.bytes;

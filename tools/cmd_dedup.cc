@@ -39,10 +39,11 @@ void PrintSummary(const dedup::DedupReport& r) {
               r.rows, r.num_perm, r.threshold, r.simd_target.c_str());
   if (r.verify_passes > 0) {
     std::printf("verification: %s of candidate sets spilled, %llu pass(es) within --memory-limit "
-                "%s\n",
+                "%s; %llu set(s) read again from the input\n",
                 HumanBytes(static_cast<double>(r.spilled_set_bytes)).c_str(),
                 (unsigned long long)r.verify_passes,
-                HumanBytes(static_cast<double>(r.memory_limit)).c_str());
+                HumanBytes(static_cast<double>(r.memory_limit)).c_str(),
+                (unsigned long long)r.sets_from_input);
   }
   for (const auto& s : r.stages) {
     std::printf("  %-10s %2d task(s) %8.2f s  %s read  peak RSS %s\n", s.stage.c_str(), s.tasks,

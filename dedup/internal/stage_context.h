@@ -31,6 +31,7 @@
 #include "dedup/dedup.h"
 #include "dedup/dedup_format.h"
 #include "dedup/internal/files.h"
+#include "dedup/internal/shingle_cache.h"
 
 namespace grist::dedup::internal {
 
@@ -65,6 +66,7 @@ enum StatSlot : size_t {
   kVerifyPasses,
   kSpilledSetBytes,
   kMergeRounds,
+  kSetsFromInput,
   kNumSlots,
 };
 // After kNumSlots: (cluster size, count) pairs (merge stage).
@@ -79,6 +81,9 @@ struct Ctx {
   std::vector<InputSplit> splits;
   uint64_t fingerprint = 0;
   std::unique_ptr<ThreadPool> pool;
+  // Set by RunDedup (all stages in this process) with near dedup and verification: the shingle
+  // hashes the signatures stage keeps for the clusters stage, which frees it (shingle_cache.h).
+  std::unique_ptr<ShingleCache> shingle_cache;
 
   std::string Dir(const char* sub) const { return JoinPath(work, sub); }
   FileHeader Header(Kind kind, uint32_t record_size, uint32_t aux = 0) const {

@@ -140,6 +140,9 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
       auto r = RunDedupStage(Env::Default(), st, {input}, out3, o, run);
       ASSERT_TRUE(r.ok()) << DedupStageName(st) << " task " << t << ": " << r.status();
       if (st == DedupStage::kReport) {
+        // Stages run on their own: no shingles kept from the signatures stage.
+        EXPECT_EQ(r1->sets_from_input, 0u);
+        EXPECT_GT(r->sets_from_input, 0u);
         EXPECT_EQ(r->counts.docs_removed, r1->counts.docs_removed);
         EXPECT_EQ(r->clusters, r1->clusters);
         EXPECT_EQ(r->cluster_sizes, r1->cluster_sizes);
@@ -269,7 +272,8 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(600)).ok());
-  for (bool verify : {true, false}) {
+  uint64_t candidate_docs = 0;  // documents in candidate pairs: every set read from the input
+  for (bool verify : {false, true}) {
     SCOPED_TRACE(verify ? "verify" : "no verify");
     DedupOptions big = Budget64();  // one pass: everything fits
     big.verify = verify;
@@ -279,10 +283,20 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
     EXPECT_EQ(r1->verify_passes, 1u);  // everything fits: one scan of the spilled sets
     EXPECT_GT(r1->removed_near, 500u);
     EXPECT_EQ(r1->removed_exact, 1200u);  // the second copies
+    if (!verify) {
+      // Signatures are not kept: the sets are recomputed from the input.
+      candidate_docs = r1->sets_from_input;
+      EXPECT_GT(candidate_docs, 1000u);
+    } else {
+      // The signatures stage kept every split's shingles (8 MB of the budget).
+      EXPECT_EQ(r1->sets_from_input, 0u);
+    }
     DedupOptions tiny = big;
     tiny.memory_limit = 1 << 20;  // blocks of 1024 pairs, a 128 KB cache: ~160 KB of first sets
     auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
     ASSERT_TRUE(r2.ok()) << r2.status();
+    // The bucket records do not fit a quarter of 1 MB beside kept shingles: none are kept.
+    EXPECT_EQ(r2->sets_from_input, candidate_docs);
     // More scans than blocks of pairs: first documents that did not fit waited for a later scan.
     const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 1023) / 1024;
     EXPECT_GE(blocks, 2u);
@@ -301,6 +315,48 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
       const std::string dup = d.Field("duplicate_of");
       ASSERT_EQ(dup.rfind(input + ":", 0), 0u) << dup;
       EXPECT_LT(std::stoull(dup.substr(input.size() + 1)), d.doc.line) << d.raw;
+    }
+  }
+}
+
+// The clusters stage makes the candidates' sets from the shingles the signatures stage kept
+// (RunDedup, within an eighth of the budget), from the input where they were not kept, or both:
+// the output is the same.
+TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(60, 20)).ok());
+  DedupOptions o = Budget64();
+  o.split_bytes = 64 << 10;
+  // Stage by stage: nothing kept, every candidate's set read from the input.
+  const std::string staged = tmp.Join("staged");
+  uint64_t candidate_docs = 0;
+  for (DedupStage st : kDedupStages) {
+    auto r = RunDedupStage(Env::Default(), st, {input}, staged, o, Quiet(2));
+    ASSERT_TRUE(r.ok()) << DedupStageName(st) << ": " << r.status();
+    if (st == DedupStage::kReport) candidate_docs = r->sets_from_input;
+  }
+  EXPECT_GT(candidate_docs, 500u);
+  const std::string kept = OutputBytes(staged);
+  ASSERT_FALSE(kept.empty());
+  // 64 MB: every split kept. 12 MB: 1.5 MB of shingles kept, fewer than the corpus has (about
+  // 1.9 MB; here 124-157 of 822 candidates' sets then come from the input), while its bucket
+  // records (1.2 MB sorted in memory) still fit beside them.
+  for (uint64_t mb : {64, 12}) {
+    SCOPED_TRACE(mb);
+    o.memory_limit = mb << 20;
+    const std::string out = tmp.Join(absl::StrCat("whole", mb));
+    for (int threads : {1, 2}) {
+      auto r = RunDedup(Env::Default(), {input}, out, o, Quiet(threads));
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (mb == 64) {
+        EXPECT_EQ(r->sets_from_input, 0u);
+      } else {
+        EXPECT_GT(r->sets_from_input, 0u);
+        EXPECT_LT(r->sets_from_input, candidate_docs);
+      }
+      EXPECT_EQ(OutputBytes(out), kept);
+      EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), OutputBytes(JoinPath(staged, "removed")));
     }
   }
 }

@@ -46,15 +46,105 @@ namespace {
 //      the documents in near pairs to an external sorter;
 //   2. the sets of those documents (sorted distinct shingle hashes, or signatures without
 //      verification) are made from the shingle hashes the signatures stage kept (Ctx's
-//      shingle_cache: all stages in one process, within a quarter of the budget) or recomputed from
-//      the input, split by split, and spilled in key order to a checksummed sets file
-//      (format::Kind::kShingleSets);
+//      shingle_cache: all stages in one process, within an eighth of the budget) or recomputed
+//      from the input, split by split, and held in key order in memory while they fit an eighth
+//      of the budget, else spilled to a checksummed sets file (format::Kind::kShingleSets);
 //   3. the pairs are verified block by block: a block of pairs is read, and one scan of the sets
-//      file loads the sets of the block's first documents (a) into a cache of an eighth of the
+//      loads the sets of the block's first documents (a) into a cache of an eighth of the
 //      budget, and batches the sets of the second documents (b > a, so their a is already loaded
 //      or known to be beyond the cache) to compute the similarities. Pairs whose a did not fit
-//      stay for the next block (a block nested loop). Every scan reads the whole file, so its
-//      checksum is checked each time.
+//      stay for the next block (a block nested loop). Every scan of the file reads all of it, so
+//      its checksum is checked each time.
+
+// The candidates' sets, appended in key order as pieces of serialized kShingleSets records: the
+// pieces are held in memory (as they came, no copy) while they fit `limit` bytes, else written to
+// the sets file at `path` (those held first, then the rest). A limit of 0 writes every set to the
+// file.
+class SetsSink {
+ public:
+  SetsSink(const Ctx& c, std::string path, uint64_t limit)
+      : c_(c), path_(std::move(path)), limit_(limit) {}
+
+  absl::Status Add(std::string&& data, uint64_t records) {
+    if (w_ == nullptr && held_bytes_ + data.size() <= limit_) {
+      held_bytes_ += data.size();
+      held_.push_back(std::move(data));
+      held_records_.push_back(records);
+      return absl::OkStatus();
+    }
+    if (w_ == nullptr) {
+      ASSIGN_OR_RETURN(w_, FileWriter::Open(c_.env, path_,
+                                            c_.Header(Kind::kShingleSets, 0,
+                                                      c_.opt.verify ? 0 : c_.opt.num_perm),
+                                            /*sync=*/false));
+      for (size_t i = 0; i < held_.size(); ++i) {
+        RETURN_IF_ERROR(w_->AddSerialized(held_[i], held_records_[i]));
+        std::string().swap(held_[i]);
+      }
+      held_.clear();
+      held_records_.clear();
+    }
+    return w_->AddSerialized(data, records);
+  }
+  absl::Status Finish() { return w_ != nullptr ? w_->Finish() : absl::OkStatus(); }
+  // Bytes of the sets file (0 when the sets are held in memory).
+  uint64_t spilled_bytes() const { return w_ != nullptr ? w_->bytes() : 0; }
+  // What names the sets in an error.
+  std::string name() const {
+    return w_ != nullptr ? path_ : "the candidates' sets held in memory";
+  }
+
+  // One scan of the sets in key order (after Finish): from memory, or reading the file again
+  // (its header and checksum checked).
+  class Scan {
+   public:
+    absl::StatusOr<bool> Next(uint64_t* key, std::vector<uint64_t>* set) {
+      if (reader_ != nullptr) return reader_->NextSet(key, set);
+      while (piece_ < held_->size() && pos_ == (*held_)[piece_].size()) {
+        ++piece_;
+        pos_ = 0;
+      }
+      if (piece_ == held_->size()) return false;
+      const std::string& p = (*held_)[piece_];
+      format::SetRecord h;
+      if (p.size() - pos_ < sizeof(h)) return absl::InternalError("dedup: short set record");
+      std::memcpy(&h, p.data() + pos_, sizeof(h));
+      pos_ += sizeof(h);
+      if (uint64_t{h.count} * 8 > p.size() - pos_) {
+        return absl::InternalError("dedup: short set record");
+      }
+      set->resize(h.count);
+      std::memcpy(set->data(), p.data() + pos_, 8 * size_t{h.count});
+      pos_ += 8 * size_t{h.count};
+      *key = h.key;
+      return true;
+    }
+
+   private:
+    friend class SetsSink;
+    explicit Scan(const std::vector<std::string>* held) : held_(held) {}
+    std::unique_ptr<FileReader> reader_;
+    const std::vector<std::string>* held_;
+    size_t piece_ = 0, pos_ = 0;
+  };
+  absl::StatusOr<Scan> Open() const {
+    Scan scan(&held_);
+    if (w_ != nullptr) {
+      ASSIGN_OR_RETURN(scan.reader_, FileReader::Open(c_.env, path_, Kind::kShingleSets, 0));
+      RETURN_IF_ERROR(c_.CheckFingerprint(*scan.reader_, path_));
+    }
+    return scan;
+  }
+
+ private:
+  const Ctx& c_;
+  const std::string path_;
+  const uint64_t limit_;
+  std::unique_ptr<FileWriter> w_;
+  std::vector<std::string> held_;       // pieces of serialized records
+  std::vector<uint64_t> held_records_;  // the records in each
+  uint64_t held_bytes_ = 0;
+};
 
 // Documents (sorted keys) of one input split whose sets are spilled.
 struct KeyGroup {
@@ -64,7 +154,7 @@ struct KeyGroup {
 
 // Appends the sets of the documents of `groups` (in key order) to `w`.
 absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<KeyGroup>& groups,
-                       FileWriter* w, std::atomic<uint64_t>* bytes_read,
+                       SetsSink* w, std::atomic<uint64_t>* bytes_read,
                        std::atomic<uint64_t>* from_input) {
   struct Out {
     std::string data;
@@ -134,7 +224,7 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
         }
         return out;
       },
-      [&](size_t, Out&& out) -> absl::Status { return w->AddSerialized(out.data, out.records); });
+      [&](size_t, Out&& out) -> absl::Status { return w->Add(std::move(out.data), out.records); });
 }
 
 // Reusable buffers of the verification (reserved once: pages are touched only as they fill).
@@ -147,7 +237,7 @@ struct VerifyBuffers {
 // Computes (*sims)[i] for the near pairs of `block` (sorted by (a, b)) with one scan of the sets
 // file, and returns how many pairs of `block` (a prefix) are resolved: those whose first document
 // fit in the cache, and the exact pairs among them.
-absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const std::string& sets_path,
+absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
                                    const std::vector<PairRecord>& block, std::vector<double>* sims,
                                    VerifyBuffers* buf, uint64_t* bytes_read) {
   const uint32_t kNear = static_cast<uint32_t>(PairKind::kNear);
@@ -200,16 +290,15 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const std::string& sets_path,
     return absl::OkStatus();
   };
   auto missing = [&](uint64_t key) {
-    return absl::DataLossError(absl::StrCat(sets_path, ": corrupt dedup intermediate file: no set "
+    return absl::DataLossError(absl::StrCat(sets.name(), ": corrupt dedup intermediate file: no set "
                                             "for candidate document ", key));
   };
-  ASSIGN_OR_RETURN(auto reader, FileReader::Open(c.env, sets_path, Kind::kShingleSets, 0));
-  RETURN_IF_ERROR(c.CheckFingerprint(*reader, sets_path));
+  ASSIGN_OR_RETURN(SetsSink::Scan reader, sets.Open());
   size_t b_next = 0;
   uint64_t key = 0;
   std::vector<uint64_t> set;
   while (true) {
-    ASSIGN_OR_RETURN(bool more, reader->NextSet(&key, &set));
+    ASSIGN_OR_RETURN(bool more, reader.Next(&key, &set));
     if (!more) break;
     *bytes_read += sizeof(format::SetRecord) + 8 * set.size();
     if (b_next < by_b.size() && block[by_b[b_next]].b < key) return missing(block[by_b[b_next]].b);
@@ -269,6 +358,9 @@ absl::Status RunClusters(Ctx& c) {
       }
     }
   } cleanup{c.env, {pairs_path, sets_path}};
+  // The candidates' sets stay in memory while they fit an eighth of the budget (the verification
+  // then holds at most three eighths: them, and its blocks and caches below), else go to the file.
+  SetsSink sets(c, sets_path, c.opt.force_spilled_sets ? 0 : budget / 8);
 
   // 1. Distinct pairs of this task's partition -> pairs file; candidate documents -> key sorter.
   {
@@ -307,13 +399,8 @@ absl::Status RunClusters(Ctx& c) {
     }));
     RETURN_IF_ERROR(pairs_w->Finish());
 
-    // 2. The sets of the candidate documents -> sets file, in key order.
+    // 2. The sets of the candidate documents -> memory or the sets file, in key order.
     if (stats[kCandidatePairs] > 0) {
-      ASSIGN_OR_RETURN(auto sets_w,
-                       FileWriter::Open(c.env, sets_path,
-                                        c.Header(Kind::kShingleSets, 0,
-                                                 c.opt.verify ? 0 : c.opt.num_perm),
-                                        /*sync=*/false));
       const MinHasher hasher(c.opt.num_perm, c.opt.seed);
       const size_t window = SplitWindow(c, 1);
       std::atomic<uint64_t> bytes{0}, from_input{0};
@@ -326,7 +413,7 @@ absl::Status RunClusters(Ctx& c) {
         last = key;
         if (groups.empty() || groups.back().split != SplitOfKey(key)) {
           if (groups.size() == window) {
-            RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes, &from_input));
+            RETURN_IF_ERROR(SpillSets(c, hasher, groups, &sets, &bytes, &from_input));
             groups.clear();
           }
           groups.push_back(KeyGroup{SplitOfKey(key), {}});
@@ -335,10 +422,10 @@ absl::Status RunClusters(Ctx& c) {
         return absl::OkStatus();
       }));
       if (!groups.empty()) {
-        RETURN_IF_ERROR(SpillSets(c, hasher, groups, sets_w.get(), &bytes, &from_input));
+        RETURN_IF_ERROR(SpillSets(c, hasher, groups, &sets, &bytes, &from_input));
       }
-      stats[kSpilledSetBytes] = sets_w->bytes();
-      RETURN_IF_ERROR(sets_w->Finish());
+      stats[kSpilledSetBytes] = sets.spilled_bytes();
+      RETURN_IF_ERROR(sets.Finish());
       stats[kInputBytes] += bytes.load();
       stats[kSetsFromInput] = from_input.load();
     }
@@ -383,7 +470,7 @@ absl::Status RunClusters(Ctx& c) {
         buf.a_arena.reserve(buf.a_words);
         buf.b_arena.reserve(buf.b_words);
       }
-      ASSIGN_OR_RETURN(resolved, VerifyBlock(c, sets_path, block, &sims, &buf,
+      ASSIGN_OR_RETURN(resolved, VerifyBlock(c, sets, block, &sims, &buf,
                                              &stats[kInputBytes]));
       ++stats[kVerifyPasses];
     }

@@ -86,6 +86,9 @@ struct DedupOptions {
   // even when the edges fit the budget in memory. Both paths give the same output; tests and
   // `grist bench dedup` compare them. Not read from the config.
   bool force_external_merge = false;
+  // Write the candidates' sets to the clusters stage's sets file even when they fit its eighth of
+  // the budget in memory. Both give the same output; tests compare them. Not read from the config.
+  bool force_spilled_sets = false;
   // Intermediate files; empty = output_dir/.dedup-work. Removed after a successful RunDedup
   // unless keep_work.
   std::string work_dir;
@@ -130,8 +133,9 @@ struct DedupReport {
   uint64_t exact_pairs = 0;      // distinct pairs from equal exact hashes
   uint64_t verified_pairs = 0;   // candidate pairs at or above the threshold (all when !verify)
   uint64_t duplicated_lines = 0; // distinct lines found in more than one document
-  // Clusters stage: scans of the spilled candidate sets (one per block of pairs; more blocks than
-  // one pass over the pairs means the candidates did not fit the budget), and the spill's size.
+  // Clusters stage: scans of the candidates' sets (one per block of pairs; more blocks than one
+  // pass over the pairs means the candidates did not fit the budget), and the size of the file
+  // they were spilled to (0 when they fit an eighth of the budget in memory).
   uint64_t verify_passes = 0;
   uint64_t spilled_set_bytes = 0;
   // Candidate documents whose sets the clusters stage made by reading their split of the input

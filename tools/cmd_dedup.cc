@@ -38,10 +38,13 @@ void PrintSummary(const dedup::DedupReport& r) {
               (unsigned long long)r.verified_pairs, (unsigned long long)r.exact_pairs, r.bands,
               r.rows, r.num_perm, r.threshold, r.simd_target.c_str());
   if (r.verify_passes > 0) {
-    std::printf("verification: %s of candidate sets spilled, %llu pass(es) within --memory-limit "
-                "%s; %llu set(s) read again from the input\n",
-                HumanBytes(static_cast<double>(r.spilled_set_bytes)).c_str(),
-                (unsigned long long)r.verify_passes,
+    const std::string where =
+        r.spilled_set_bytes > 0
+            ? HumanBytes(static_cast<double>(r.spilled_set_bytes)) + " of candidate sets spilled"
+            : std::string("candidate sets in memory");
+    std::printf("verification: %s, %llu pass(es) within --memory-limit %s; %llu set(s) read again "
+                "from the input\n",
+                where.c_str(), (unsigned long long)r.verify_passes,
                 HumanBytes(static_cast<double>(r.memory_limit)).c_str(),
                 (unsigned long long)r.sets_from_input);
   }

@@ -301,8 +301,17 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
     const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 1023) / 1024;
     EXPECT_GE(blocks, 2u);
     EXPECT_GT(r2->verify_passes, blocks);
-    EXPECT_GT(r2->spilled_set_bytes, uint64_t{1} << 19);
-    EXPECT_EQ(r2->spilled_set_bytes, r1->spilled_set_bytes);
+    EXPECT_GT(r2->spilled_set_bytes, uint64_t{1} << 19);  // past an eighth of 1 MB: spilled
+    EXPECT_EQ(r1->spilled_set_bytes, 0u);  // they fit an eighth of 64 MB: held in memory
+    // The same sets written to the file at 64 MB: as many bytes as the tiny budget spilled.
+    DedupOptions spilled = big;
+    spilled.force_spilled_sets = true;
+    auto r3 = RunDedup(Env::Default(), {input}, tmp.Join("spilled"), spilled, Quiet(2));
+    ASSERT_TRUE(r3.ok()) << r3.status();
+    EXPECT_EQ(r3->spilled_set_bytes, r2->spilled_set_bytes);
+    EXPECT_EQ(r3->verify_passes, 1u);
+    EXPECT_EQ(OutputBytes(tmp.Join("spilled")), OutputBytes(tmp.Join("big")));
+    EXPECT_EQ(OutputBytes(tmp.Join("spilled/removed")), OutputBytes(tmp.Join("big/removed")));
     EXPECT_EQ(r2->candidate_pairs, r1->candidate_pairs);
     EXPECT_EQ(r2->verified_pairs, r1->verified_pairs);
     EXPECT_EQ(r2->cluster_sizes, r1->cluster_sizes);
@@ -421,7 +430,9 @@ TEST(Dedup, CorruptOrTruncatedVerificationSpillIsDataLoss) {
   for (auto mode : {SpillTamperingEnv::Mode::kFlipByte, SpillTamperingEnv::Mode::kDropBytes}) {
     SpillTamperingEnv env(Env::Default(), mode);
     const std::string out = tmp.Join(mode == SpillTamperingEnv::Mode::kFlipByte ? "flip" : "drop");
-    auto r = RunDedup(&env, {input}, out, Budget64(), Quiet());
+    DedupOptions o = Budget64();
+    o.force_spilled_sets = true;  // the sets would fit in memory
+    auto r = RunDedup(&env, {input}, out, o, Quiet());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
     EXPECT_NE(std::string(r.status().message()).find("-sets.bin"), std::string::npos)
@@ -438,9 +449,11 @@ TEST(Dedup, DiskFullDuringTheVerificationSpill) {
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(300)).ok());
   int64_t start = 0;
   uint64_t size = 0;
+  DedupOptions o = Budget64();
+  o.force_spilled_sets = true;  // the sets would fit in memory
   {
     SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
-    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("ok"), Budget64(), Quiet()).ok());
+    ASSERT_TRUE(RunDedup(&env, {input}, tmp.Join("ok"), o, Quiet()).ok());
     start = env.spill_starts_at();
     size = env.spill_bytes();
   }
@@ -449,7 +462,7 @@ TEST(Dedup, DiskFullDuringTheVerificationSpill) {
   SpillTamperingEnv env(Env::Default(), SpillTamperingEnv::Mode::kNone);
   env.SetDiskSpace(start + static_cast<int64_t>(size / 2));
   const std::string out = tmp.Join("full");
-  auto r = RunDedup(&env, {input}, out, Budget64(), Quiet());
+  auto r = RunDedup(&env, {input}, out, o, Quiet());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
   // The buckets stage finished, the clusters stage published nothing, the spill is gone.

@@ -2,6 +2,10 @@
 
 #include <memory>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "common/env.h"
 #include "common/status_macros.h"
 #include "dedup/internal/stage_context.h"
@@ -14,6 +18,17 @@ using internal::FillReportParams;
 using internal::MakeCtx;
 
 namespace {
+
+// Gives the pages malloc holds free back to the system between stages: each stage's buffers are
+// freed when it ends, but glibc keeps what its per-thread arenas freed below their tops, so the
+// next stage's peak RSS would count the last one's leftovers on top of its own (the filter of
+// four copies of a compressed corpus at --memory-limit 64: 46-51 MB alone, up to 67 MB after the
+// other stages in one process).
+void ReleaseFreeMemory() {
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
+}
 
 // Runs `stage` on a context made for it (or for the whole chain, which is the same context).
 absl::StatusOr<DedupReport> RunStageOn(Ctx& c, DedupStage stage) {
@@ -81,6 +96,7 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
                         DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
     ASSIGN_OR_RETURN(rep, RunStageOn(c, st));
+    ReleaseFreeMemory();
   }
   if (!options.keep_work) RETURN_IF_ERROR(ClearWork(env, work));
   return rep;

@@ -28,7 +28,7 @@ struct CleanFlags {
 
 Runner Setup(CLI::App* app) {
   auto f = std::make_shared<CleanFlags>();
-  app->add_option("--input", f->inputs,
+  app->add_option("--input,-i", f->inputs,
                   "Input files or folders (JSONL, .jsonl.gz, .jsonl.zst, .txt, .parquet, folders "
                   "of files)")
       ->expected(1, -1);
@@ -36,7 +36,7 @@ Runner Setup(CLI::App* app) {
                   "A Hugging Face dataset to read after the --input paths: NAME[:split] (Hub name "
                   "or local folder, split default train; needs Python with datasets, docs/hf.md)")
       ->expected(1, -1);
-  app->add_option("--output", f->output,
+  app->add_option("--output,-o", f->output,
                   "Output folder: kept parts, rejects/ and the report (see docs/clean.md)")
       ->required();
   app->add_option("--config", f->config,

@@ -25,7 +25,7 @@ Runner SetupBuild(CLI::App* app) {
   auto f = std::make_shared<F>();
   app->add_option("--config", f->o.config_path, "Release config (e.g. configs/v1.0.toml)")
       ->required();
-  app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
+  app->add_option("--output,-o", f->o.output_dir, "Release folder to write")->required();
   app->add_flag("--restart", f->o.restart, "Discard completed stages and rebuild everything");
   app->add_option("--stage", f->o.stage,
                   "Run one step only (clean, clean-merge, dedup-*, tokenizer, tokenize, "
@@ -139,7 +139,7 @@ Runner SetupPack(CLI::App* app) {
       ->required();
   app->add_option("--model", f->o.model_path, "The tokenizer model the tokens were made with")
       ->required();
-  app->add_option("--output", f->o.output_dir, "Release folder to write")->required();
+  app->add_option("--output,-o", f->o.output_dir, "Release folder to write")->required();
   f->options.Add(app, pack::PackOptions::Table().Describe());
   f->options.Add(app, shard::SplitPolicy::Table().Describe());
   f->options.Add(app, shard::ShardOptions::Table().Describe());

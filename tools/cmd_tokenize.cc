@@ -32,8 +32,8 @@ Runner Setup(CLI::App* app) {
   CLI::App* train = app->add_subcommand("train", "Train the SentencePiece tokenizer on documents");
   train->add_option("--config", f->config,
                    "Release config (reads [tokenizer] and seed); the flags below override it");
-  train->add_option("--input", f->inputs, "Input files or folders (default: the config's inputs)");
-  train->add_option("--output", f->output, "Where to write the model (e.g. tokenizer.model)")
+  train->add_option("--input,-i", f->inputs, "Input files or folders (default: the config's inputs)");
+  train->add_option("--output,-o", f->output, "Where to write the model (e.g. tokenizer.model)")
       ->required();
   f->train_options.Add(train, tokenize::TrainOptions::Table().Describe());
   AddCommonFlags(train, &f->common, /*with_tasks=*/false);
@@ -41,8 +41,8 @@ Runner Setup(CLI::App* app) {
   CLI::App* encode = app->add_subcommand(
       "encode", "Encode documents to MMIDIDX .bin/.idx (one sequence per document)");
   encode->add_option("--model", f->model, "SentencePiece model")->required();
-  encode->add_option("--input", f->inputs, "Input files or folders")->required();
-  encode->add_option("--output", f->output, "Output folder")->required();
+  encode->add_option("--input,-i", f->inputs, "Input files or folders")->required();
+  encode->add_option("--output,-o", f->output, "Output folder")->required();
   encode->add_option("--config", f->config,
                      "Config for [tokenize]; the flags below override it");
   f->encode_options.Add(encode, tokenize::EncodeStageOptions::Table().Describe());

@@ -403,6 +403,36 @@ TEST(CliPipeline, DedupOfACleanOutputFolderReadsItsKeptDocumentsOnly) {
   EXPECT_EQ(JsonUint(*ReadFileToString(Env::Default(), t.Join("r.json")), "docs_in"), rejected);
 }
 
+// -i and -o are --input and --output in every command that takes them, as in dedup.
+TEST(CliFlags, ShortInputAndOutputFlagsInEveryCommandThatTakesThem) {
+  for (const std::vector<std::string>& cmd :
+       std::vector<std::vector<std::string>>{{"clean"}, {"dedup"}, {"tokenize", "train"},
+                                             {"tokenize", "encode"}, {"build"}, {"pack"}}) {
+    std::vector<std::string> args = cmd;
+    args.push_back("--help");
+    Proc p = RunGrist(args);
+    ASSERT_EQ(p.code(), 0) << p.Describe();
+    const bool takes_input = cmd[0] != "build" && cmd[0] != "pack";
+    EXPECT_EQ(absl::StrContains(p.out, "-i,--input"), takes_input) << absl::StrJoin(cmd, " ");
+    EXPECT_TRUE(absl::StrContains(p.out, "-o,--output")) << absl::StrJoin(cmd, " ");
+  }
+  // The short forms do what the long ones do.
+  TempDir t;
+  grist::testing::SyntheticCorpusOptions o;
+  o.documents = 50;
+  const std::string in = grist::testing::WriteSyntheticCorpus(t.Join("in.jsonl"), o);
+  Proc a = RunGrist({"clean", "--input", in, "--output", t.Join("long"), "--quiet"});
+  ASSERT_EQ(a.code(), 0) << a.Describe();
+  Proc b = RunGrist({"clean", "-i", in, "-o", t.Join("short"), "--quiet"});
+  ASSERT_EQ(b.code(), 0) << b.Describe();
+  const std::string part = "part-00000-of-00001-00000.jsonl.zst";
+  auto x = ReadFileToString(Env::Default(), JoinPath(t.Join("long"), part));
+  auto y = ReadFileToString(Env::Default(), JoinPath(t.Join("short"), part));
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(*x, *y);
+}
+
 // ---- Progress on compressed input -----------------------------------------------------------
 
 TEST(CliProgress, CompressedInputCountsWhatItsTotalCounts) {

@@ -51,8 +51,8 @@ TEST(ExternalSorter, SpillsAndMergesInOrder) {
 // in one bucket, as exact copies give).
 TEST(ExternalSorter, ParallelSortMatchesStdSortForEveryThreadCount) {
   Rng rng(11);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 16) * 2 - 1,
-                   (size_t{1} << 16) * 5 + 17}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, (size_t{1} << 14) * 2 - 1,
+                   (size_t{1} << 14) * 2, (size_t{1} << 16) * 5 + 17}) {
     std::vector<format::BucketRecord> data(n);
     for (size_t i = 0; i < n; ++i) {
       const bool skew = rng.Uniform(4) == 0;  // a quarter share one key
@@ -68,7 +68,7 @@ TEST(ExternalSorter, ParallelSortMatchesStdSortForEveryThreadCount) {
       ASSERT_TRUE(sorted.ok());
       // In place when one thread sorts (no copy), else merged into `out`.
       const bool one = internal::ParallelSortParts(n, &pool) == 1;
-      EXPECT_EQ(one, threads == 1 || n < 2 * (size_t{1} << 16)) << n << ", " << threads;
+      EXPECT_EQ(one, threads == 1 || n < 2 * (size_t{1} << 14)) << n << ", " << threads;
       EXPECT_EQ(*sorted, one ? in.data() : out.data()) << "n " << n << ", " << threads << " threads";
       ASSERT_TRUE(n == 0 || std::memcmp(*sorted, want.data(), n * sizeof(format::BucketRecord)) == 0)
           << "n " << n << ", " << threads << " threads";

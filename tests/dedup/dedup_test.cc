@@ -140,9 +140,11 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
       auto r = RunDedupStage(Env::Default(), st, {input}, out3, o, run);
       ASSERT_TRUE(r.ok()) << DedupStageName(st) << " task " << t << ": " << r.status();
       if (st == DedupStage::kReport) {
-        // Stages run on their own: no shingles kept from the signatures stage.
-        EXPECT_EQ(r1->sets_from_input, 0u);
-        EXPECT_GT(r->sets_from_input, 0u);
+        // No shingles kept (stages on their own, or keep_shingles off): every set read from the
+        // input, by each clusters task for the candidates of its pairs (a document may be in
+        // several tasks' pairs).
+        EXPECT_GT(r1->sets_from_input, 0u);
+        EXPECT_GE(r->sets_from_input, r1->sets_from_input);
         EXPECT_EQ(r->counts.docs_removed, r1->counts.docs_removed);
         EXPECT_EQ(r->clusters, r1->clusters);
         EXPECT_EQ(r->cluster_sizes, r1->cluster_sizes);
@@ -283,19 +285,18 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
     EXPECT_EQ(r1->verify_passes, 1u);  // everything fits: one scan of the spilled sets
     EXPECT_GT(r1->removed_near, 500u);
     EXPECT_EQ(r1->removed_exact, 1200u);  // the second copies
+    // The signatures stage's shingles are not kept (keep_shingles off): every candidate's set
+    // is recomputed from the input.
     if (!verify) {
-      // Signatures are not kept: the sets are recomputed from the input.
       candidate_docs = r1->sets_from_input;
       EXPECT_GT(candidate_docs, 1000u);
     } else {
-      // The signatures stage kept every split's shingles (8 MB of the budget).
-      EXPECT_EQ(r1->sets_from_input, 0u);
+      EXPECT_EQ(r1->sets_from_input, candidate_docs);
     }
     DedupOptions tiny = big;
     tiny.memory_limit = 1 << 20;  // blocks of 1024 pairs, a 128 KB cache: ~160 KB of first sets
     auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("tiny"), tiny, Quiet(2));
     ASSERT_TRUE(r2.ok()) << r2.status();
-    // The bucket records do not fit a quarter of 1 MB beside kept shingles: none are kept.
     EXPECT_EQ(r2->sets_from_input, candidate_docs);
     // More scans than blocks of pairs: first documents that did not fit waited for a later scan.
     const uint64_t blocks = (r2->candidate_pairs + r2->exact_pairs + 1023) / 1024;
@@ -328,9 +329,9 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
   }
 }
 
-// The clusters stage makes the candidates' sets from the shingles the signatures stage kept
-// (RunDedup, within an eighth of the budget), from the input where they were not kept, or both:
-// the output is the same.
+// With keep_shingles, the clusters stage makes the candidates' sets from the shingles the
+// signatures stage kept (RunDedup, within an eighth of the budget), from the input where they
+// were not kept, or both: the output is the same.
 TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");
@@ -351,6 +352,7 @@ TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
   // 64 MB: every split kept. 12 MB: 1.5 MB of shingles kept, fewer than the corpus has (about
   // 1.9 MB; here 124-157 of 822 candidates' sets then come from the input), while its bucket
   // records (1.2 MB sorted in memory) still fit beside them.
+  o.keep_shingles = true;
   for (uint64_t mb : {64, 12}) {
     SCOPED_TRACE(mb);
     o.memory_limit = mb << 20;

@@ -306,15 +306,22 @@ absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const 
   std::vector<std::pair<int64_t, std::string>> digests;
   uint64_t bytes_in = 0;
   std::string release_id;
-  // pack+shard's speed over writing and syncing its bytes, at the last count measured; the same
-  // for dedup's filter and the output it writes (kept and removed parts).
-  double pack_vs_disk = 0, pack_disk_mb = 0;
-  double filter_vs_disk = 0, filter_disk_mb = 0;
+  // The stages whose floor is the disk: pack+shard writes and syncs the release, dedup's filter
+  // dedup's output (kept and removed parts). Per stage, writing and syncing as many bytes in files
+  // of the same sizes, measured after each build, and the stage's speed over it at the last count.
+  struct DiskCeiling {
+    std::string what;           // the bytes written, as the figure names them
+    std::vector<double> rate;   // input MB/s of the write, one per build at this count
+    uint64_t bytes = 0;
+    double vs = 0, mb = 0;      // at the last count measured
+  };
+  std::map<std::string, DiskCeiling> disk = {{"pack+shard", {"the release's"}},
+                                             {"dedup: filter", {"dedup's output,"}}};
   absl::Status swept = RunSweep(&report, sweep, [&](const std::string& v)
                                                     -> absl::StatusOr<std::vector<Figure>> {
     ASSIGN_OR_RETURN(int64_t threads, SweepInt(sweep, v));
-    std::vector<double> mbs, build_s, ceiling_rate, filter_ceiling_rate;
-    uint64_t ceiling_bytes = 0, filter_bytes = 0;
+    std::vector<double> mbs, build_s;
+    for (auto& [name, d] : disk) d.rate.clear();
     std::map<std::string, std::vector<double>> secs;
     std::string digest;
     for (int i = 0; i < o.warmup + o.repetitions; ++i) {
@@ -329,14 +336,12 @@ absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const 
       release_id = r.release_id;
       bytes_in = r.stages.empty() ? 0 : r.stages.front().bytes_in;
       if (i < o.warmup) continue;
-      uint64_t release_bytes = 0;
-      ASSIGN_OR_RETURN(double write_s, WriteSyncSeconds(env, out, &release_bytes));
-      ceiling_rate.push_back(write_s > 0 ? bytes_in / 1e6 / write_s : 0);
-      ceiling_bytes = release_bytes;
-      const std::string dedup_out = JoinPath(out + ".work", "dedup");
-      if (env->IsDirectory(dedup_out)) {
-        ASSIGN_OR_RETURN(double filter_s, WriteSyncSeconds(env, dedup_out, &filter_bytes));
-        filter_ceiling_rate.push_back(filter_s > 0 ? bytes_in / 1e6 / filter_s : 0);
+      for (const auto& [name, dir] : {std::pair<std::string, std::string>{"pack+shard", out},
+                                      {"dedup: filter", JoinPath(out + ".work", "dedup")}}) {
+        if (!env->IsDirectory(dir)) continue;  // dedup disabled in the config
+        DiskCeiling& d = disk[name];
+        ASSIGN_OR_RETURN(double write_s, WriteSyncSeconds(env, dir, &d.bytes));
+        d.rate.push_back(write_s > 0 ? bytes_in / 1e6 / write_s : 0);
       }
       mbs.push_back(bytes_in / 1e6 / r.seconds);
       build_s.push_back(r.seconds);
@@ -375,25 +380,14 @@ absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const 
       for (double x : t) rate.push_back(x > 0 ? bytes_in / 1e6 / x : 0);
       Figure fig{absl::StrCat("stage ", name), "input MB/s", Stats::Of(rate)};
       fig.target = ">= 0.8 x linear";
-      if (name == "pack+shard" && !ceiling_rate.empty()) {
-        pack_vs_disk = Stats::Of(rate).median / std::max(1e-9, Stats::Of(ceiling_rate).median);
-        pack_disk_mb = ceiling_bytes / 1e6;
-        // Most of what pack+shard does is write and sync the release: its floor on this disk.
+      if (auto it = disk.find(name); it != disk.end() && !it->second.rate.empty()) {
+        DiskCeiling& d = it->second;
+        d.vs = Stats::Of(rate).median / std::max(1e-9, Stats::Of(d.rate).median);
+        d.mb = d.bytes / 1e6;
         fig.peer_name = absl::StrFormat(
-            "writing and syncing the release's %.1f MB (its file sizes, 4 MiB writes, fsync each)",
-            ceiling_bytes / 1e6);
-        fig.peer = Stats::Of(ceiling_rate);
-        fig.peer_is_ceiling = true;
-      }
-      if (name == "dedup: filter" && !filter_ceiling_rate.empty()) {
-        filter_vs_disk =
-            Stats::Of(rate).median / std::max(1e-9, Stats::Of(filter_ceiling_rate).median);
-        filter_disk_mb = filter_bytes / 1e6;
-        // The filter writes and syncs dedup's output (kept and removed documents): its floor.
-        fig.peer_name = absl::StrFormat(
-            "writing and syncing dedup's output, %.1f MB (its file sizes, 4 MiB writes, fsync each)",
-            filter_bytes / 1e6);
-        fig.peer = Stats::Of(filter_ceiling_rate);
+            "writing and syncing %s %.1f MB (its file sizes, 4 MiB writes, fsync each)", d.what,
+            d.mb);
+        fig.peer = Stats::Of(d.rate);
         fig.peer_is_ceiling = true;
       }
       figs.push_back(fig);
@@ -420,14 +414,11 @@ absl::Status RunThreadSweep(const BuildBenchFlags& f, const Sweep& sweep, const 
                              : 1.0;
     if (share < kNegligibleShare) {
       s.not_judged = absl::StrFormat("%.1f%% of the build", 100 * share);
-    } else if (name == "pack+shard" && pack_vs_disk >= kTargetEfficiency) {
+    } else if (auto it = disk.find(name); it != disk.end() && it->second.vs >= kTargetEfficiency) {
       // Threads cannot make the disk faster: a stage already at the speed of writing its bytes
       // is judged by that ceiling (its figure above), not by linear scaling.
       s.not_judged = absl::StrFormat("bound by the disk: %.2fx writing and syncing its %.1f MB",
-                                     pack_vs_disk, pack_disk_mb);
-    } else if (name == "dedup: filter" && filter_vs_disk >= kTargetEfficiency) {
-      s.not_judged = absl::StrFormat("bound by the disk: %.2fx writing and syncing its %.1f MB",
-                                     filter_vs_disk, filter_disk_mb);
+                                     it->second.vs, it->second.mb);
     }
     scaling.push_back(std::move(s));
   }

@@ -290,8 +290,8 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
     return absl::OkStatus();
   };
   auto missing = [&](uint64_t key) {
-    return absl::DataLossError(absl::StrCat(sets.name(), ": corrupt dedup intermediate file: no set "
-                                            "for candidate document ", key));
+    return absl::DataLossError(absl::StrCat(
+        sets.name(), ": corrupt dedup intermediate file: no set for candidate document ", key));
   };
   ASSIGN_OR_RETURN(SetsSink::Scan reader, sets.Open());
   size_t b_next = 0;

@@ -32,7 +32,8 @@ Runner Setup(CLI::App* app) {
   CLI::App* train = app->add_subcommand("train", "Train the SentencePiece tokenizer on documents");
   train->add_option("--config", f->config,
                    "Release config (reads [tokenizer] and seed); the flags below override it");
-  train->add_option("--input,-i", f->inputs, "Input files or folders (default: the config's inputs)");
+  train->add_option("--input,-i", f->inputs,
+                    "Input files or folders (default: the config's inputs)");
   train->add_option("--output,-o", f->output, "Where to write the model (e.g. tokenizer.model)")
       ->required();
   f->train_options.Add(train, tokenize::TrainOptions::Table().Describe());

@@ -243,7 +243,10 @@ absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
 absl::StatusOr<tokenize::EncodeReport> Encode(Build& b, const RunOptions& run) {
   tokenize::EncodeStageOptions eo = b.bc.encode;
   eo.model_path = b.ModelPath();
-  return tokenize::RunEncode(b.env, b.docs, b.TokensDir(), eo, run);
+  // The build's tokenizer, loaded once (the given model's encoder tables built while the stages
+  // before ran: BuildRelease) and used again by pack.
+  ASSIGN_OR_RETURN(tokenize::Tokenizer * tok, b.Tokenizer());
+  return tokenize::RunEncode(b.env, b.docs, b.TokensDir(), eo, run, tok);
 }
 
 absl::StatusOr<StageRecord> TokenizeMerge(Build& b, const RunOptions&) {

@@ -75,7 +75,8 @@ std::string EncodeReport::ToJson(bool with_seconds) const {
 
 absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,
                                        const std::string& output_dir,
-                                       const EncodeStageOptions& options, const RunOptions& run) {
+                                       const EncodeStageOptions& options, const RunOptions& run,
+                                       const Tokenizer* model) {
   Stopwatch sw;
   if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
     return absl::InvalidArgumentError(absl::StrCat("task ", run.task, " of ", run.tasks));
@@ -87,8 +88,9 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok_or = absl::UnknownError("model not loaded");
   std::jthread model_thread([&] {
     Stopwatch msw;
-    tok_or = Tokenizer::Load(env, options.model_path);
-    if (tok_or.ok() && options.encode.engine == Engine::kGrist) (void)(*tok_or)->native();
+    if (model == nullptr) tok_or = Tokenizer::Load(env, options.model_path);
+    const Tokenizer* t = model != nullptr ? model : tok_or.ok() ? tok_or->get() : nullptr;
+    if (t != nullptr && options.encode.engine == Engine::kGrist) (void)t->native();
     rep.phase_seconds.model = msw.Seconds();
   });
   ThreadPool pool(run.threads);
@@ -102,7 +104,11 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   }
   rep.phase_seconds.plan = sw.Seconds();
   model_thread.join();
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, std::move(tok_or));
+  std::unique_ptr<Tokenizer> loaded;
+  if (model == nullptr) {
+    ASSIGN_OR_RETURN(loaded, std::move(tok_or));
+  }
+  const Tokenizer* tok = model != nullptr ? model : loaded.get();
   ASSIGN_OR_RETURN(std::vector<InputFile> files, std::move(files_or));
   ASSIGN_OR_RETURN(std::vector<InputSplit> all, std::move(all_or));
   std::vector<InputSplit> splits = SelectTaskSplits(all, run.task, run.tasks);

@@ -56,9 +56,15 @@ struct EncodeReport {
   std::string ToJson(bool with_seconds = false) const;
 };
 
+// Encodes `inputs` with the model at options.model_path, loaded on a thread of its own while the
+// inputs are planned. `model`, when not null, is that model already loaded (`grist build` loads
+// its tokenizer once for the stages that use it): it is used as is, options.model_path is not
+// read, and phase_seconds.model is then the wait for its encoder's tables (built at most once,
+// maybe by another thread already). The caller keeps it alive until RunEncode returns.
 absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>& inputs,
                                        const std::string& output_dir,
-                                       const EncodeStageOptions& options, const RunOptions& run);
+                                       const EncodeStageOptions& options, const RunOptions& run,
+                                       const Tokenizer* model = nullptr);
 
 // The stem of a task's outputs: tokens-TTTTT-of-NNNNN.{bin,idx,json} (common/task_parts.h).
 inline constexpr char kTokenPartStem[] = "tokens";

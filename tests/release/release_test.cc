@@ -365,6 +365,43 @@ TEST(ReleaseTest, InspectSummarizesAndDecodes) {
             absl::StatusCode::kOutOfRange);
 }
 
+// A build given a model (tokenizer.model: its encoder's tables built while clean and dedup run, the
+// model loaded once for tokenize and pack) writes the shards and documents that training that
+// model in the build wrote, with grist's encoder or SentencePiece's, at any thread count.
+TEST(ReleaseTest, AGivenModelBuildsWhatTrainingItBuilt) {
+  TempDir tmp;
+  const std::string corpus = Corpus(tmp, 11);
+  auto trained = Build(tmp, Config(corpus), tmp.Join("trained"), 2);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  const std::string model = tmp.Join("given.model");
+  auto bytes = ReadFileToString(Env::Default(), tmp.Join("trained/tokenizer.model"));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), model, *bytes).ok());
+  const std::string given = absl::StrReplaceAll(
+      Config(corpus), {{"vocab_size = 600\ninput_sentence_size = 20000",
+                        absl::StrCat("model = \"", model, "\"")}});
+  ASSERT_NE(given, Config(corpus));
+  struct Run {
+    std::string name, toml;
+    int threads;
+  };
+  for (const Run& r : {Run{"given1", given, 1}, Run{"given3", given, 3},
+                       Run{"given-spm", given + "[tokenize]\nengine = \"sentencepiece\"\n", 3}}) {
+    auto b = Build(tmp, r.toml, tmp.Join(r.name), r.threads);
+    ASSERT_TRUE(b.ok()) << r.name << ": " << b.status();
+    ASSERT_EQ(b->stages.size(), 5u);
+    EXPECT_EQ(b->stages[2].note, "pretrained") << r.name;
+    auto files = ReleaseFiles(tmp.Join("trained"));
+    ASSERT_EQ(files, ReleaseFiles(tmp.Join(r.name))) << r.name;
+    for (const auto& f : files) {
+      if (f == "manifest.json") continue;  // names the config, which differs
+      EXPECT_EQ(*ReadFileToString(Env::Default(), tmp.Join("trained/" + f)),
+                *ReadFileToString(Env::Default(), tmp.Join(r.name + "/" + f)))
+          << r.name << ": " << f;
+    }
+  }
+}
+
 TEST(ReleaseTest, BadConfigsNameTheKey) {
   TempDir tmp;
   std::string corpus = tmp.path();

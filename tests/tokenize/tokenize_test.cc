@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
@@ -344,6 +345,43 @@ TEST(TokenizeTest, ThreeTasksConcatenateToOneTask) {
   auto a = flat(*one), b = flat(*three);
   EXPECT_GT(a.size(), 100u);
   EXPECT_EQ(a, b);
+}
+
+// A model handed to RunEncode already loaded (as `grist build` does) gives the bytes that loading
+// it from model_path gives, which is then not read; its encoder's tables may be built by another
+// thread at the same time.
+TEST(TokenizeTest, ALoadedModelGivesTheBytesOfItsFile) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  const std::vector<std::string> in = {SyntheticFile(tmp, 41, 300), SyntheticFile(tmp, 42, 300)};
+  for (const std::string type : {"bpe", "unigram"}) {
+    EncodeStageOptions o;
+    o.model_path = TrainedModel(tmp, type);
+    o.split_bytes = 32 << 10;
+    RunOptions run;
+    run.progress = false;
+    run.threads = 3;
+    auto from_file = RunEncode(env, in, tmp.Join(type + "-file"), o, run);
+    ASSERT_TRUE(from_file.ok()) << from_file.status();
+    auto model = Tokenizer::Load(env, o.model_path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::thread tables([&] { (void)(*model)->native(); });
+    o.model_path = tmp.Join("no-such.model");
+    auto given = RunEncode(env, in, tmp.Join(type + "-given"), o, run, model->get());
+    tables.join();
+    ASSERT_TRUE(given.ok()) << given.status();
+    EXPECT_EQ(given->engine, from_file->engine) << type;
+    EXPECT_EQ(given->ToJson(), from_file->ToJson()) << type;
+    EXPECT_GE(given->phase_seconds.model, 0) << type;
+    EXPECT_EQ(type == "bpe", (*model)->native()) << type;
+    for (const char* ext : {".bin", ".idx"}) {
+      auto a = ReadFileToString(env, tmp.Join(type + "-file/tokens-00000-of-00001") + ext);
+      auto b = ReadFileToString(env, tmp.Join(type + "-given/tokens-00000-of-00001") + ext);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_GT(a->size(), 1000u);
+      EXPECT_EQ(*a, *b) << type << ext;
+    }
+  }
 }
 
 TEST(TokenizeTest, CorruptOrTruncatedDatasetIsDataLoss) {

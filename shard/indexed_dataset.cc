@@ -114,22 +114,10 @@ absl::Status IndexedDatasetWriter::Add(std::span<const int32_t> ids) {
   if (ids.size() > static_cast<size_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix_, ": sequence longer than 2^31-1 tokens"));
   }
-  const bool u16 = dtype_ == TokenDtype::kUint16;
-  const int64_t hi = u16 ? 65535 : INT32_MAX;
-  for (int32_t id : ids) {
-    if (id < 0 || id > hi) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix_, ": token id ", id, " does not fit the dataset's dtype"));
-    }
-  }
   std::string_view bytes;
-  if (u16) {
-    buf_.resize(ids.size() * 2);
-    auto* out = reinterpret_cast<uint16_t*>(buf_.data());
-    for (size_t i = 0; i < ids.size(); ++i) out[i] = static_cast<uint16_t>(ids[i]);
-    bytes = buf_;
-  } else {
-    bytes = std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+  if (const size_t bad = TokenBytes(dtype_, ids, &buf_, &bytes); bad != ids.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix_, ": token id ", ids[bad], " does not fit the dataset's dtype"));
   }
   RETURN_IF_ERROR(bin_->Append(bytes));
   bin_hash_.Update(bytes);

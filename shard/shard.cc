@@ -218,20 +218,10 @@ absl::Status ShardWriter::Append(std::span<const int32_t> tokens,
   if (sum != im.sample_tokens) {
     return bad(absl::StrCat("segments sum to ", sum, ", expected ", im.sample_tokens));
   }
-  const int32_t hi = im.dtype == TokenDtype::kUint16 ? 65535 : INT32_MAX;
-  for (int32_t t : tokens) {
-    if (t < 0 || t > hi) {
-      return bad(absl::StrCat("token id ", t, " does not fit ", std::string(TokenDtypeName(im.dtype))));
-    }
-  }
   std::string_view bytes;
-  if (im.dtype == TokenDtype::kUint16) {
-    im.buf.resize(tokens.size() * 2);
-    auto* out = reinterpret_cast<uint16_t*>(im.buf.data());
-    for (size_t i = 0; i < tokens.size(); ++i) out[i] = static_cast<uint16_t>(tokens[i]);
-    bytes = im.buf;
-  } else {
-    bytes = std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4);
+  if (const size_t b = TokenBytes(im.dtype, tokens, &im.buf, &bytes); b != tokens.size()) {
+    return bad(absl::StrCat("token id ", tokens[b], " does not fit ",
+                            std::string(TokenDtypeName(im.dtype))));
   }
   RETURN_IF_ERROR(im.bin->Append(bytes));
   im.bin_hash.Update(bytes);

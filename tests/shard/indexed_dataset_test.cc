@@ -21,6 +21,40 @@ void Put(std::string* s, T v) {
   s->append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
+// TokenBytes: every id's bytes in one checked pass; the first id that does not fit is found
+// wherever it is (a vectorized loop's body, its tail), negative or too large.
+TEST(IndexedDatasetTest, TokenBytesNarrowsAndFindsTheFirstIdThatDoesNotFit) {
+  std::vector<int32_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 65 % 65536);
+  std::string buf;
+  std::string_view bytes;
+  ASSERT_EQ(TokenBytes(TokenDtype::kUint16, ids, &buf, &bytes), ids.size());
+  ASSERT_EQ(bytes.size(), ids.size() * 2);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint16_t v;
+    std::memcpy(&v, bytes.data() + 2 * i, 2);
+    ASSERT_EQ(v, ids[i]) << i;
+  }
+  std::string_view wide;
+  ASSERT_EQ(TokenBytes(TokenDtype::kInt32, ids, &buf, &wide), ids.size());
+  EXPECT_EQ(wide.data(), reinterpret_cast<const char*>(ids.data()));
+  EXPECT_EQ(wide.size(), ids.size() * 4);
+  for (size_t at : {size_t{0}, size_t{7}, size_t{500}, size_t{999}}) {
+    for (int32_t v : {65536, -1, INT32_MIN, INT32_MAX}) {
+      std::vector<int32_t> b = ids;
+      b[at] = v;
+      if (at + 3 < b.size()) b[at + 3] = -5;  // a later one does not count
+      std::string_view none;
+      EXPECT_EQ(TokenBytes(TokenDtype::kUint16, b, &buf, &none), at) << at << " " << v;
+      EXPECT_TRUE(none.empty());
+      const size_t want32 = v < 0 ? at : (at + 3 < b.size() ? at + 3 : b.size());
+      EXPECT_EQ(TokenBytes(TokenDtype::kInt32, b, &buf, &none), want32) << at << " " << v;
+    }
+  }
+  std::string_view empty;
+  EXPECT_EQ(TokenBytes(TokenDtype::kUint16, {}, &buf, &empty), 0u);
+}
+
 TEST(IndexedDatasetTest, IndexBytesAreExactlyMegatrons) {
   // Two sequences of 3 and 2 uint16 tokens, written field by field from docs/formats/mmidx.md.
   std::string want("MMIDIDX\0\0", 9);

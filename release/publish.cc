@@ -22,6 +22,7 @@
 #include "common/json_writer.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "common/version.h"
 #include "pack/pack.h"
 #include "release/internal/stages.h"
@@ -212,12 +213,19 @@ absl::StatusOr<std::string> Publish(Env* env, const std::string& staging, const 
 
 }  // namespace
 
-absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<InputFile>& files) {
-  std::vector<shard::FileInfo> inputs;
-  for (const InputFile& f : files) {
-    ASSIGN_OR_RETURN(Hash128 h, HashInput(env, f));
-    inputs.push_back({f.path, f.size, h});
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
+                                                        const std::vector<InputFile>& files,
+                                                        int threads) {
+  std::vector<shard::FileInfo> inputs(files.size());
+  std::optional<ThreadPool> pool;
+  if (threads != 1 && files.size() > 1) {
+    pool.emplace(std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(files.size())));
   }
+  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, files.size(), [&](size_t i) -> absl::Status {
+    ASSIGN_OR_RETURN(Hash128 h, HashInput(env, files[i]));
+    inputs[i] = {files[i].path, files[i].size, h};
+    return absl::OkStatus();
+  }));
   return inputs;
 }
 

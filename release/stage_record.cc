@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 
 namespace grist::release::internal {
 namespace {
@@ -45,21 +47,27 @@ std::string OutputsDiffer(const std::vector<StageOutput>& recorded, const std::v
 }  // namespace
 
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
-                                                      const std::string& output_root) {
+                                                      const std::string& output_root,
+                                                      int threads) {
   const std::string root = JoinPath(work, output_root);
   std::vector<std::string> rels;
   ListFilesUnder(env, root, "", &rels);
   std::sort(rels.begin(), rels.end());
-  std::vector<StageOutput> out;
-  for (const std::string& rel : rels) {
+  std::vector<StageOutput> out(rels.size());
+  std::optional<ThreadPool> pool;
+  if (threads != 1 && rels.size() > 1) {
+    pool.emplace(std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(rels.size())));
+  }
+  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, rels.size(), [&](size_t i) -> absl::Status {
+    const std::string& rel = rels[i];
     const std::string path = rel.empty() ? root : JoinPath(root, rel);
-    StageOutput o;
+    StageOutput& o = out[i];
     o.path = rel.empty() ? output_root : JoinPath(output_root, rel);
     ASSIGN_OR_RETURN(o.bytes, env->GetFileSize(path));
     ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, path));
     o.xxh3_128 = h.ToHex();
-    out.push_back(std::move(o));
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 

@@ -39,8 +39,11 @@ struct PublishOptions {
   const Stopwatch* total = nullptr;
 };
 
-// The config's input files with their sizes and XXH3-128, for the manifest.
-absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env, const std::vector<InputFile>& files);
+// The config's input files with their sizes and XXH3-128, for the manifest, in the order of
+// `files`, hashed on up to `threads` threads (0: every CPU).
+absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
+                                                        const std::vector<InputFile>& files,
+                                                        int threads = 1);
 
 // The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
 // the release folder (reports/, then manifest.json last, then the move: Publish).

@@ -31,9 +31,11 @@ struct StageOutput {
 };
 
 // Every file a stage left under WORK/<output_root>, in path order, with its size and XXH3-128:
-// recorded with the stage, checked on resume.
+// recorded with the stage, checked on resume. The files are hashed on up to `threads` threads
+// (0: every CPU); the result does not depend on it.
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
-                                                      const std::string& output_root);
+                                                      const std::string& output_root,
+                                                      int threads = 1);
 std::string StageOutputsJson(const std::vector<StageOutput>& outputs);
 // The record's JSON (written atomically by Build::Complete).
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r);

@@ -115,7 +115,8 @@ struct Build {
   absl::Status Complete(const StageDef& s, StageRecord& r) {
     const std::string point = absl::StrCat("build.", s.name, ".");
     RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
-    ASSIGN_OR_RETURN(std::vector<StageOutput> outputs, StageOutputs(env, work, s.output_root));
+    ASSIGN_OR_RETURN(std::vector<StageOutput> outputs,
+                     StageOutputs(env, work, s.output_root, opts.run.threads));
     r.outputs_json = StageOutputsJson(outputs);
     RETURN_IF_ERROR(crash::Point(point + "before_record"));
     RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));

@@ -12,6 +12,10 @@
 #include "absl/strings/str_replace.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/hash.h"
+#include "common/input_plan.h"
+#include "release/internal/publish.h"
+#include "release/internal/stage_record.h"
 #include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
 #include "tests/synthetic_corpus.h"
@@ -399,6 +403,57 @@ TEST(ReleaseTest, AGivenModelBuildsWhatTrainingItBuilt) {
                 *ReadFileToString(Env::Default(), tmp.Join(r.name + "/" + f)))
           << r.name << ": " << f;
     }
+  }
+}
+
+// The stage records' output hashes and the manifest's input hashes, made on several threads, are
+// those of one thread: each file's size and XXH3-128, in path (resp. input) order.
+TEST(ReleaseTest, OutputAndInputHashesDoNotDependOnTheThreads) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  std::vector<std::string> paths;
+  for (int i = 0; i < 9; ++i) {
+    const std::string p = tmp.Join(absl::StrCat("w/out/", i % 3 == 0 ? "sub/" : "", "f", i));
+    ASSERT_TRUE(env->CreateDirs(p.substr(0, p.rfind('/'))).ok());
+    const std::string bytes(1000 * i + 1, static_cast<char>('a' + i));
+    ASSERT_TRUE(WriteFileAtomic(env, p, bytes).ok());
+    paths.push_back(p);
+  }
+  auto one = internal::StageOutputs(env, tmp.Join("w"), "out", 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), 9u);
+  EXPECT_EQ((*one)[0].path, "out/f1");  // path order: f1, f2, f4, f5, f7, f8, sub/...
+  EXPECT_EQ((*one)[8].path, "out/sub/f6");
+  EXPECT_EQ((*one)[8].bytes, 6001u);
+  EXPECT_EQ((*one)[8].xxh3_128, HashFile128(env, paths[6])->ToHex());
+  for (int threads : {0, 2, 4, 16}) {
+    auto many = internal::StageOutputs(env, tmp.Join("w"), "out", threads);
+    ASSERT_TRUE(many.ok()) << many.status();
+    EXPECT_EQ(*many, *one) << threads;
+  }
+  auto files = ListInputs(env, {paths[4], paths[1], tmp.Join("w/out/sub")});
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto serial = internal::HashInputs(env, *files, 1);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  ASSERT_EQ(serial->size(), 5u);
+  EXPECT_EQ((*serial)[0].path, paths[4]);
+  EXPECT_EQ((*serial)[0].xxh3_128, *HashFile128(env, paths[4]));
+  for (int threads : {0, 3}) {
+    auto par = internal::HashInputs(env, *files, threads);
+    ASSERT_TRUE(par.ok()) << par.status();
+    ASSERT_EQ(par->size(), serial->size());
+    for (size_t i = 0; i < par->size(); ++i) {
+      EXPECT_EQ((*par)[i].path, (*serial)[i].path);
+      EXPECT_EQ((*par)[i].bytes, (*serial)[i].bytes);
+      EXPECT_EQ((*par)[i].xxh3_128, (*serial)[i].xxh3_128);
+    }
+  }
+  // A file that goes away is an error naming it, whatever the threads.
+  ASSERT_TRUE(env->RemoveFile(paths[3]).ok());
+  for (int threads : {1, 4}) {
+    auto gone = internal::HashInputs(env, *files, threads);
+    ASSERT_FALSE(gone.ok()) << threads;
+    EXPECT_NE(std::string(gone.status().message()).find("f3"), std::string::npos) << gone.status();
   }
 }
 

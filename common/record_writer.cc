@@ -99,6 +99,7 @@ struct Frame {
   uint64_t records = 0;
   absl::Status status;
   bool done = false;
+  bool whole = false;  // appended already compressed (AppendFrame): never in the pool
 };
 
 // Compresses f->raw into f->compressed (exactly its size) through `scratch`. The caller then
@@ -223,13 +224,15 @@ class ZstdRecordWriter : public RecordWriter {
                                                         uint64_t{64} << 20))) {
     if (opts_.compress_threads > 1) {
       pool_ = std::make_unique<FramePool>(opts_.compress_threads, opts_.zstd_level, &buffers_);
+      writer_ = std::thread([this] { WriterLoop(); });
     } else {
       cctx_ = NewCCtx(opts_.zstd_level);
     }
     frame_ = NewFrame();
   }
   ~ZstdRecordWriter() override {
-    pool_.reset();  // joins its threads; frames still queued are dropped with the part
+    StopWriter();   // frames not yet written are dropped with the part
+    pool_.reset();  // joins its threads
     if (file_) {
       (void)file_->Close();
       (void)env_->RemoveFile(tmp_path_);
@@ -290,13 +293,11 @@ class ZstdRecordWriter : public RecordWriter {
     f->compressed = frame.TakeBytes();
     f->records = records;
     f->done = true;  // set before any other thread sees it
+    f->whole = true;
     if (!pool_) {
       RETURN_IF_ERROR(WriteFrame(*f));
     } else {
-      // In file order after the frames still compressing.
-      queued_.push_back(std::move(f));
-      while (queued_.size() > static_cast<size_t>(pool_->threads())) RETURN_IF_ERROR(WriteOldest());
-      while (!queued_.empty() && pool_->Done(*queued_.front())) RETURN_IF_ERROR(WriteOldest());
+      RETURN_IF_ERROR(Queue(std::move(f)));
     }
     part_raw_ += content_bytes;
     part_records_ += records;
@@ -309,6 +310,7 @@ class ZstdRecordWriter : public RecordWriter {
     if (finished_) return parts_;
     finished_ = true;
     if (file_) RETURN_IF_ERROR(EndPart());
+    StopWriter();
     pool_.reset();
     if (!parts_.empty()) RETURN_IF_ERROR(env_->SyncDir(dir_));
     return parts_;
@@ -360,21 +362,71 @@ class ZstdRecordWriter : public RecordWriter {
     }
     frame_ = NewFrame();
     pool_->Submit(f);
-    queued_.push_back(std::move(f));
-    // One frame per thread in flight at most (and the one being filled): the bytes held stay
-    // bounded by the threads' count of frames.
-    while (queued_.size() > static_cast<size_t>(pool_->threads())) RETURN_IF_ERROR(WriteOldest());
-    // Frames already done go out without waiting.
-    while (!queued_.empty() && pool_->Done(*queued_.front())) RETURN_IF_ERROR(WriteOldest());
-    return absl::OkStatus();
+    return Queue(std::move(f));
   }
 
-  absl::Status WriteOldest() {
-    std::shared_ptr<Frame> f = std::move(queued_.front());
-    queued_.pop_front();
-    pool_->Wait(*f);
-    if (!f->status.ok()) return absl::InternalError(absl::StrCat(tmp_path_, ": ", f->status.message()));
-    return WriteFrame(*f);
+  // Pool mode: hands `f` (in the pool, or appended whole) to the writer thread, which writes the
+  // frames in queue order, each once compressed, so that the caller (a stage's single consumer)
+  // neither writes nor waits for a slow frame: at 16 threads dedup's filter spent most of its
+  // consumer's time so (file writes, and the wait for a re-serialized frame compressing ahead of
+  // the frames it passes through whole), and its workers waited for the consumer. Held at most:
+  // one frame per pool thread in the pool (their raw buffers) and up to threads x frame_bytes of
+  // frames appended whole; the caller waits beyond. Returns the writer's error once it has one.
+  absl::Status Queue(std::shared_ptr<Frame> f) {
+    std::unique_lock<std::mutex> l(wmu_);
+    if (f->whole) {
+      queued_whole_bytes_ += f->compressed.size();
+    } else {
+      ++queued_compressing_;
+    }
+    queued_.push_back(std::move(f));
+    wcv_.notify_all();
+    const size_t threads = static_cast<size_t>(pool_->threads());
+    const uint64_t whole_limit = threads * opts_.frame_bytes;
+    wcv_.wait(l, [&] {
+      return !werror_.ok() || (queued_compressing_ <= threads && queued_whole_bytes_ <= whole_limit);
+    });
+    return werror_;
+  }
+
+  // Pool mode: waits until every queued frame is written; the writer's error if any.
+  absl::Status Drain() {
+    std::unique_lock<std::mutex> l(wmu_);
+    wcv_.wait(l, [&] { return !werror_.ok() || queued_.empty(); });
+    return werror_;
+  }
+
+  void WriterLoop() {
+    std::unique_lock<std::mutex> l(wmu_);
+    while (true) {
+      wcv_.wait(l, [&] { return wstop_ || (!queued_.empty() && werror_.ok()); });
+      if (wstop_) return;
+      std::shared_ptr<Frame> f = queued_.front();
+      l.unlock();
+      pool_->Wait(*f);
+      absl::Status s = f->status.ok()
+                           ? WriteFrame(*f)
+                           : absl::InternalError(absl::StrCat(tmp_path_, ": ", f->status.message()));
+      l.lock();
+      queued_.pop_front();
+      if (f->whole) {
+        queued_whole_bytes_ -= f->compressed.size();
+      } else {
+        --queued_compressing_;
+      }
+      if (!s.ok() && werror_.ok()) werror_ = std::move(s);
+      wcv_.notify_all();
+    }
+  }
+
+  void StopWriter() {
+    if (!writer_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(wmu_);
+      wstop_ = true;
+    }
+    wcv_.notify_all();
+    writer_.join();
   }
 
   // Appends a compressed frame to the part and notes it in the part's frame index.
@@ -387,7 +439,7 @@ class ZstdRecordWriter : public RecordWriter {
 
   absl::Status EndPart() {
     if (frame_->records > 0) RETURN_IF_ERROR(EndFrame());
-    while (!queued_.empty()) RETURN_IF_ERROR(WriteOldest());
+    if (pool_) RETURN_IF_ERROR(Drain());
     // The frame index as a skippable frame (zstd readers skip it).
     RETURN_IF_ERROR(file_->Append(documents_format::IndexFrame(index_)));
     RETURN_IF_ERROR(file_->Sync());
@@ -407,7 +459,17 @@ class ZstdRecordWriter : public RecordWriter {
   std::string scratch_;               // its output buffer
   std::unique_ptr<FramePool> pool_;   // compress_threads > 1
   std::shared_ptr<Frame> frame_;      // the frame being filled
-  std::deque<std::shared_ptr<Frame>> queued_;  // frames in the pool, in file order
+  // Pool mode: the frames not yet written, in file order, and the thread that writes them
+  // (WriterLoop). file_ and index_ are the writer's while frames are queued, the caller's once
+  // Drain() returned (EndPart).
+  std::thread writer_;
+  std::mutex wmu_;
+  std::condition_variable wcv_;
+  std::deque<std::shared_ptr<Frame>> queued_;  // guarded by wmu_
+  size_t queued_compressing_ = 0;              // of which in the pool; guarded by wmu_
+  uint64_t queued_whole_bytes_ = 0;            // the others' bytes; guarded by wmu_
+  absl::Status werror_;                        // the writer's first error; guarded by wmu_
+  bool wstop_ = false;                         // guarded by wmu_
   std::unique_ptr<WritableFile> file_;
   std::string tmp_path_, final_path_;
   std::vector<PartInfo> parts_;

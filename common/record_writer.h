@@ -28,9 +28,11 @@ struct OutputOptions {
   // compresses about 1.7x faster than level 3 (the zstd of the parts was a quarter of `grist clean`'s
   // CPU time at level 3) for parts about 13% larger (docs/clean.md, "Performance").
   int zstd_level = 1;
-  // Threads that compress frames (each frame on its own, in the background, written in order); 1
-  // compresses on the caller's thread. The stages set it to their thread count. The bytes written
-  // never depend on it.
+  // Threads that compress frames (each frame on its own, in the background), whose frames a thread
+  // of the writer's own writes in file order; 1 compresses and writes on the caller's thread. The
+  // stages set it to their thread count. The bytes written never depend on it. Held at most: one
+  // frame per thread compressing, the one being filled, and frames appended whole (AppendFrame)
+  // waiting to be written, up to threads x frame_bytes of their bytes.
   int compress_threads = 1;
 };
 

@@ -384,7 +384,8 @@ class ZstdRecordWriter : public RecordWriter {
     const size_t threads = static_cast<size_t>(pool_->threads());
     const uint64_t whole_limit = threads * opts_.frame_bytes;
     wcv_.wait(l, [&] {
-      return !werror_.ok() || (queued_compressing_ <= threads && queued_whole_bytes_ <= whole_limit);
+      return !werror_.ok() ||
+             (queued_compressing_ <= threads && queued_whole_bytes_ <= whole_limit);
     });
     return werror_;
   }
@@ -404,9 +405,9 @@ class ZstdRecordWriter : public RecordWriter {
       std::shared_ptr<Frame> f = queued_.front();
       l.unlock();
       pool_->Wait(*f);
-      absl::Status s = f->status.ok()
-                           ? WriteFrame(*f)
-                           : absl::InternalError(absl::StrCat(tmp_path_, ": ", f->status.message()));
+      absl::Status s =
+          f->status.ok() ? WriteFrame(*f)
+                         : absl::InternalError(absl::StrCat(tmp_path_, ": ", f->status.message()));
       l.lock();
       queued_.pop_front();
       if (f->whole) {

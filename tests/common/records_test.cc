@@ -443,6 +443,36 @@ TEST(RecordWriterTest, FramesAppendedWholeQueueBehindCompressingOnesInOrder) {
   EXPECT_EQ(bytes[0], bytes[2]);
 }
 
+// A write that fails on the writer's own thread (compressing pool) comes back to the caller, from a
+// later Append or from Finish, as the failed write's error naming the part; the writer neither
+// hangs nor publishes the part.
+TEST(RecordWriterTest, AWriteFailingOnTheWritersThreadIsReturned) {
+  TempDir t;
+  for (int threads : {1, 3}) {
+    FaultInjectionEnv env(Env::Default());
+    OutputOptions o;
+    o.compress_threads = threads;
+    o.frame_bytes = 512;
+    const std::string dir = t.Join(absl::StrCat("w", threads));
+    auto w = RecordWriter::Open(&env, dir, "part", o);
+    ASSERT_TRUE(w.ok());
+    env.SetDiskSpace(3000);  // a few frames, then ENOSPC
+    absl::Status first;
+    for (int i = 0; i < 400 && first.ok(); ++i) {
+      Document d;
+      d.text = absl::StrCat("document ", i, " ", std::string(100 + i % 50, 'x'));
+      first = (*w)->Append(d);
+    }
+    absl::Status finished = (*w)->Finish().status();
+    const absl::Status& s = first.ok() ? finished : first;
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << threads << ": " << s;
+    EXPECT_NE(std::string(s.message()).find("part-00000.jsonl.zst"), std::string::npos) << s;
+    EXPECT_FALSE(finished.ok()) << threads;
+    w->reset();
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(dir, "part-00000.jsonl.zst"))) << threads;
+  }
+}
+
 TEST(RecordWriterTest, AppendFrameCopiesACheckedFrameBetweenRecords) {
   TempDir t;
   std::vector<Document> docs(12);

@@ -200,10 +200,6 @@ class FramePool {
     std::unique_lock<std::mutex> l(mu_);
     done_cv_.wait(l, [&] { return f.done; });
   }
-  bool Done(const Frame& f) {
-    std::lock_guard<std::mutex> l(mu_);
-    return f.done;
-  }
   int threads() const { return static_cast<int>(threads_.size()); }
 
  private:

@@ -100,7 +100,7 @@ absl::Status Packer::Emit(PackedSample& s) {
   return sink_(s);
 }
 
-absl::Status Packer::Add(std::span<const int32_t> doc) {
+absl::Status Packer::Add(std::span<const int32_t> doc, std::shared_ptr<const void> owner) {
   stats_.documents++;
   stats_.tokens_in += doc.size();
   if (doc.empty()) {
@@ -140,14 +140,28 @@ absl::Status Packer::Add(std::span<const int32_t> doc) {
   }
   if (split) stats_.documents_split++;
   if (off < doc.size()) {
-    // The window's buffer once, at most the window and one remainder (pages are touched as
-    // tokens arrive; 256 MiB at most reserved for a larger window, which then grows).
-    if (window_.capacity() == 0) {
-      window_.reserve(std::min<uint64_t>(o_.bestfit_window_tokens + st_, uint64_t{1} << 26));
+    const std::span<const int32_t> rest = doc.subspan(off);
+    const int32_t* at = rest.data();
+    if (owner != nullptr) {
+      if (owners_.empty() || owners_.back() != owner) owners_.push_back(std::move(owner));
+    } else {
+      // Into the chunk being filled, else the next one (made once: 4 MiB, or one remainder).
+      const size_t chunk_tokens = std::max<size_t>(size_t{1} << 20, st_);
+      if (chunks_.empty() || chunk_used_ + rest.size() > chunk_tokens) {
+        if (!chunks_.empty()) ++chunk_;
+        if (chunk_ == chunks_.size()) {
+          chunks_.push_back(std::make_unique_for_overwrite<int32_t[]>(chunk_tokens));
+        }
+        chunk_used_ = 0;
+      }
+      int32_t* copy = chunks_[chunk_].get() + chunk_used_;
+      std::copy(rest.begin(), rest.end(), copy);
+      chunk_used_ += rest.size();
+      at = copy;
     }
-    window_docs_.emplace_back(window_.size(), static_cast<uint32_t>(doc.size() - off));
-    window_.insert(window_.end(), doc.begin() + off, doc.end());
-    if (window_.size() >= o_.bestfit_window_tokens) RETURN_IF_ERROR(FlushWindow());
+    window_docs_.emplace_back(at, static_cast<uint32_t>(rest.size()));
+    window_tokens_ += rest.size();
+    if (window_tokens_ >= o_.bestfit_window_tokens) RETURN_IF_ERROR(FlushWindow());
   }
   return absl::OkStatus();
 }
@@ -190,14 +204,16 @@ absl::Status Packer::FlushWindow() {
     out_.padding = 0;
     for (uint32_t d = first; d != kNone; d = next_[d]) {
       const auto [at, len] = window_docs_[d];
-      out_.tokens.insert(out_.tokens.end(), window_.begin() + static_cast<ptrdiff_t>(at),
-                         window_.begin() + static_cast<ptrdiff_t>(at + len));
+      out_.tokens.insert(out_.tokens.end(), at, at + len);
       out_.segments.push_back(SegmentWord(len, false));
     }
     RETURN_IF_ERROR(Emit(out_));
   }
-  window_.clear();
   window_docs_.clear();
+  window_tokens_ = 0;
+  owners_.clear();  // the callers' buffers go back to them
+  chunk_ = 0;
+  chunk_used_ = 0;
   return absl::OkStatus();
 }
 

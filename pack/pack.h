@@ -12,7 +12,8 @@
 //            sample with the least room that still fits it, else into a new sample; samples are
 //            padded at the end and emitted in creation order. The window (`bestfit_window_tokens`)
 //            bounds memory; it is the unit the algorithm sees, so the result depends on it but not
-//            on threads or tasks.
+//            on threads or tasks. The window's documents are copied, or, given by a caller that
+//            owns them (Add with an owner), kept where they are until the window is packed.
 //
 // Each sample comes with its segments (shard/shard_format.h words): document pieces in order, then
 // at most one padding segment; padding positions hold `pad_id`.
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -80,10 +82,18 @@ struct PackStats {
 
 class Packer {
  public:
-  using Sink = std::function<absl::Status(const PackedSample&)>;
+  // Called with each sample in order. The sink may swap the sample's buffers with others of its
+  // own (to keep them without a copy): the packer resets them before it reuses them.
+  using Sink = std::function<absl::Status(PackedSample&)>;
   // Options must Validate().
   Packer(PackOptions options, Sink sink);
-  absl::Status Add(std::span<const int32_t> document);
+  Packer(const Packer&) = delete;
+  Packer& operator=(const Packer&) = delete;
+  // Adds the next document. Without `owner`, what the packer keeps of it is copied. With one, the
+  // document's tokens must stay valid and unchanged while `owner` is held: bestfit then holds
+  // `owner` instead of copying, until the window is packed (memory: the window's tokens and, at
+  // most, the rest of the buffers holding them).
+  absl::Status Add(std::span<const int32_t> document, std::shared_ptr<const void> owner = nullptr);
   // Emits what is buffered (the last partial sample, the last bestfit window).
   absl::Status Finish();
   const PackStats& stats() const { return stats_; }
@@ -97,10 +107,15 @@ class Packer {
   uint32_t st_;
   // concat
   PackedSample cur_;
-  // bestfit: the window's documents back to back in one buffer, each as (offset, length); both
-  // keep their capacity from window to window, as does the sample being assembled.
-  std::vector<int32_t> window_;
-  std::vector<std::pair<uint64_t, uint32_t>> window_docs_;
+  // bestfit: the window's documents (start, length), wherever they are: in a caller's buffer held
+  // by owners_ (each owner once per run of documents it holds), or copied into chunks_. The chunks
+  // (never reallocated, so copies stay where they are) and the vectors keep their capacity from
+  // window to window, as does the sample being assembled.
+  std::vector<std::pair<const int32_t*, uint32_t>> window_docs_;
+  uint64_t window_tokens_ = 0;
+  std::vector<std::shared_ptr<const void>> owners_;
+  std::vector<std::unique_ptr<int32_t[]>> chunks_;
+  size_t chunk_ = 0, chunk_used_ = 0;  // the chunk being filled, its tokens used
   PackedSample out_;
   // FlushWindow's scratch: documents in placement order, per sample its first and last document.
   std::vector<uint32_t> order_, next_;

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +22,7 @@
 #include "common/hash.h"
 #include "common/input_plan.h"
 #include "common/json_writer.h"
+#include "common/ordered.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -45,19 +48,49 @@ struct DocBatch {
     const uint64_t begin = i == 0 ? 0 : ends[i - 1];
     return {tokens.data() + begin, static_cast<size_t>(ends[i] - begin)};
   }
+  void Prepare();
+  void Clear() {
+    tokens.clear();
+    ends.clear();
+  }
 };
-// A batch is handed on once it holds this many tokens (4 MiB of int32).
-constexpr size_t kBatchTokens = size_t{1} << 20;
+// The documents are read in items of whole documents of about this many tokens (1 MiB of int32),
+// each item's documents sorted into one batch per split.
+constexpr size_t kReadTokens = size_t{1} << 18;
+void DocBatch::Prepare() { tokens.reserve(kReadTokens + (kReadTokens >> 2)); }
 
-// Batches are reused once every consumer has let go of theirs, so their pages are touched once
-// (fresh pages are slow to fault in on some VMs). Must outlive every batch it hands out.
-class BatchPool {
+// Samples of one split in packing order, samples[0, size): the unit handed from the split's packer
+// to its shard writer. The samples' buffers are swapped with the packer's (Packer::Sink), so a
+// block's buffers go back and forth between the two and keep their pages.
+struct SampleBlock {
+  std::vector<pack::PackedSample> samples;
+  size_t size = 0;
+  void Prepare(uint32_t sample_tokens);
+  void Clear() { size = 0; }
+};
+// A block is handed on once it holds this many samples (2 MiB of int32 at 2049 tokens a sample).
+constexpr size_t kBlockSamples = 256;
+// Made with room for its samples, so that the packer, which gets these buffers back for the
+// samples it assembles, never grows them.
+void SampleBlock::Prepare(uint32_t sample_tokens) {
+  samples.resize(kBlockSamples);
+  for (pack::PackedSample& p : samples) {
+    p.tokens.reserve(sample_tokens);
+    p.segments.reserve(16);
+  }
+}
+
+// Batches and blocks are reused once every consumer has let go of theirs, so their pages are
+// touched once (fresh pages are slow to fault in on some VMs). Must outlive every item it hands
+// out. T has Prepare(args...) (once, when made) and Clear() (each time it is handed out again).
+template <typename T, typename... PrepareArgs>
+class ReusePool {
  public:
-  BatchPool() = default;
-  BatchPool(const BatchPool&) = delete;
-  BatchPool& operator=(const BatchPool&) = delete;
-  std::shared_ptr<DocBatch> Get() {
-    std::unique_ptr<DocBatch> b;
+  explicit ReusePool(PrepareArgs... args) : args_(args...) {}
+  ReusePool(const ReusePool&) = delete;
+  ReusePool& operator=(const ReusePool&) = delete;
+  std::shared_ptr<T> Get() {
+    std::unique_ptr<T> b;
     {
       absl::MutexLock l(&mu_);
       if (!free_.empty()) {
@@ -66,30 +99,32 @@ class BatchPool {
       }
     }
     if (!b) {
-      b = std::make_unique<DocBatch>();
-      b->tokens.reserve(kBatchTokens + (kBatchTokens >> 2));
+      b = std::make_unique<T>();
+      std::apply([&b](auto... a) { b->Prepare(a...); }, args_);
     }
-    b->tokens.clear();
-    b->ends.clear();
-    return std::shared_ptr<DocBatch>(b.release(), [this](DocBatch* p) {
+    b->Clear();
+    return std::shared_ptr<T>(b.release(), [this](T* p) {
       absl::MutexLock l(&mu_);
       free_.emplace_back(p);
     });
   }
 
  private:
+  const std::tuple<PrepareArgs...> args_;
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<DocBatch>> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<T>> free_ ABSL_GUARDED_BY(mu_);
 };
 
-// One consumer of a split's documents in their order: its packer with the shard writer, or its
-// Megatron document writer. Threaded, it runs on its own thread behind a bounded queue, so the
-// consumers (and their final fsyncs) overlap one another and the reading; every consumer sees the
-// same documents in the same order either way, so the release's bytes do not depend on it.
-// Inline, Push consumes at once on the caller's thread (`--threads 1`).
+// One consumer of a split's items (DocBatch or SampleBlock) in their order: its packer, its
+// Megatron document writer, or its shard writer. Threaded, it runs on its own thread behind a
+// bounded queue, so the consumers (and their final fsyncs) overlap one another and the reading;
+// every consumer sees the same items in the same order either way, so the release's bytes do not
+// depend on it. Inline, Push consumes at once on the caller's thread (`--threads 1`).
+template <typename T>
 class Consumer {
  public:
-  using Fn = std::function<absl::Status(const DocBatch&)>;
+  // Gets each item as shared, so that it can keep it (the packer's window keeps its batches).
+  using Fn = std::function<absl::Status(const std::shared_ptr<const T>&)>;
   using FinishFn = std::function<absl::Status()>;
   Consumer(Fn fn, FinishFn finish, bool threaded) : fn_(std::move(fn)), finish_(std::move(finish)) {
     if (threaded) thread_ = std::thread([this] { Loop(); });
@@ -98,12 +133,12 @@ class Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Hands `b` on; blocks while kMaxQueued batches wait. Returns the consumer's error once it has
-  // one (the batch is then dropped), so the reader stops early.
-  absl::Status Push(std::shared_ptr<const DocBatch> b) {
+  // Hands `b` on; blocks while kMaxQueued items wait. Returns the consumer's error once it has
+  // one (the item is then dropped), so the producer stops early.
+  absl::Status Push(std::shared_ptr<const T> b) {
     absl::MutexLock l(&mu_);
     if (!thread_.joinable()) {
-      if (status_.ok()) status_ = fn_(*b);
+      if (status_.ok()) status_ = fn_(b);
       return status_;
     }
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -115,19 +150,25 @@ class Consumer {
     return absl::OkStatus();
   }
 
+  // Threaded: lets the consumer's thread consume what is queued and run `finish`, without waiting
+  // for it (so that several consumers finish at once); with finish = false (the producer failed)
+  // drops what is queued and skips `finish`. Inline: nothing (Close does it). Close must follow.
+  void RequestClose(bool finish = true) {
+    if (!thread_.joinable()) return;
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+    if (!finish) {
+      queue_.clear();
+      if (status_.ok()) status_ = absl::CancelledError("pack: not finished");
+    }
+  }
+
   // Consumes what is queued, runs `finish` (on the consumer's thread when threaded) and returns
-  // the first error. With finish = false (the reading failed) drops what is queued and skips
-  // `finish`. Idempotent.
+  // the first error. With finish = false (the producer failed) drops what is queued and skips
+  // `finish`, unless an earlier RequestClose asked for it. Idempotent.
   absl::Status Close(bool finish = true) {
     if (thread_.joinable()) {
-      {
-        absl::MutexLock l(&mu_);
-        closed_ = true;
-        if (!finish) {
-          queue_.clear();
-          if (status_.ok()) status_ = absl::CancelledError("pack: not finished");
-        }
-      }
+      RequestClose(finish);
       thread_.join();
       absl::MutexLock l(&mu_);
       return status_;
@@ -144,7 +185,7 @@ class Consumer {
   static constexpr size_t kMaxQueued = 4;
   void Loop() {
     while (true) {
-      std::shared_ptr<const DocBatch> b;
+      std::shared_ptr<const T> b;
       {
         absl::MutexLock l(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -156,7 +197,7 @@ class Consumer {
         b = std::move(queue_.front());
         queue_.pop_front();
       }
-      absl::Status st = fn_(*b);
+      absl::Status st = fn_(b);
       if (!st.ok()) {
         absl::MutexLock l(&mu_);
         status_ = std::move(st);
@@ -171,7 +212,7 @@ class Consumer {
   Fn fn_;
   FinishFn finish_;
   absl::Mutex mu_;
-  std::deque<std::shared_ptr<const DocBatch>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const T>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
@@ -261,10 +302,11 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   po.pad_id = tok->pad_id() >= 0 ? tok->pad_id() : (tok->eos_id() >= 0 ? tok->eos_id() : 0);
   const shard::TokenDtype dtype = shard::DtypeForVocab(static_cast<uint64_t>(tok->vocab_size()));
   const uint32_t st = po.sample_tokens();
-  // Per split: its packer feeding its shards, and its Megatron document file (documents/<split>,
-  // docs/formats/release.md: each document's tokens as packed, then EOS as Megatron's EOD unless
-  // it already ends with it; documents without tokens are not written; the file is opened at the
-  // first document). Each of the four is a Consumer: with more than one thread they run at once.
+  // Per split: its packer, handing blocks of samples to its shard writer, and its Megatron
+  // document file (documents/<split>, docs/formats/release.md: each document's tokens as packed,
+  // then EOS as Megatron's EOD unless it already ends with it; documents without tokens are not
+  // written; the file is opened at the first document). The packer, the shard writer and the
+  // document file are each a Consumer: with more than one thread the six run at once.
   struct SplitState {
     std::string name;
     std::unique_ptr<shard::SplitWriter> writer;
@@ -275,37 +317,64 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
     uint64_t eod_appended = 0;
     shard::SplitInfo info;
     std::vector<int32_t> scratch;  // a document with its EOD, for the document file
-    std::unique_ptr<Consumer> pack_consumer, docs_consumer;
-    std::shared_ptr<DocBatch> batch;
+    std::shared_ptr<SampleBlock> block;  // the packer's samples not yet handed on
+    // Declared before pack_consumer, whose thread pushes to it: destroyed (joined) after it.
+    std::unique_ptr<Consumer<SampleBlock>> shard_consumer;
+    std::unique_ptr<Consumer<DocBatch>> pack_consumer, docs_consumer;
   };
-  const bool threaded = o.run.threads > 1;
+  const int threads = o.run.threads <= 0 ? NumCpus() : o.run.threads;  // 0: every CPU
+  const bool threaded = threads > 1;
   const int32_t eos_id = tok->eos_id();
-  BatchPool batches;  // before splits: outlives their consumers
+  // Before splits: they outlive their consumers and the items they hold.
+  // One pool of batches per split: the validation packer's window keeps its batches for long,
+  // which should not be batches whose pages a train split touched.
+  ReusePool<DocBatch> batches[2];
+  ReusePool<SampleBlock, uint32_t> blocks(st);
   SplitState splits[2];
   for (int i = 0; i < 2; ++i) {
     SplitState& s = splits[i];
     s.name = std::string(i == 0 ? shard::kTrainSplit : shard::kValidationSplit);
     s.writer = std::make_unique<shard::SplitWriter>(env, dir, s.name, st, dtype,
                                                     bc.shard_max_bytes);
-    shard::SplitWriter* w = s.writer.get();
-    s.packer = std::make_unique<pack::Packer>(po, [w](const pack::PackedSample& p) {
-      return w->Append(p.tokens, p.segments);
-    });
-    s.pack_consumer = std::make_unique<Consumer>(
-        [&s](const DocBatch& b) -> absl::Status {
-          for (size_t d = 0; d < b.size(); ++d) RETURN_IF_ERROR(s.packer->Add(b.doc(d)));
+    s.packer = std::make_unique<pack::Packer>(
+        po, [&s, &blocks](pack::PackedSample& p) -> absl::Status {
+          if (!s.block) s.block = blocks.Get();
+          SampleBlock& b = *s.block;
+          std::swap(b.samples[b.size++], p);  // the packer resets what it gets back
+          if (b.size < kBlockSamples) return absl::OkStatus();
+          return s.shard_consumer->Push(std::move(s.block));
+        });
+    s.shard_consumer = std::make_unique<Consumer<SampleBlock>>(
+        [&s](const std::shared_ptr<const SampleBlock>& b) -> absl::Status {
+          for (size_t j = 0; j < b->size; ++j) {
+            RETURN_IF_ERROR(s.writer->Append(b->samples[j].tokens, b->samples[j].segments));
+          }
           return absl::OkStatus();
         },
         [&s]() -> absl::Status {
-          RETURN_IF_ERROR(s.packer->Finish());
           ASSIGN_OR_RETURN(s.info, s.writer->Finish());
           return absl::OkStatus();
         },
         threaded);
-    s.docs_consumer = std::make_unique<Consumer>(
-        [&s, env, &dir, dtype, eos_id](const DocBatch& b) -> absl::Status {
-          for (size_t d = 0; d < b.size(); ++d) {
-            std::span<const int32_t> doc = b.doc(d);
+    s.pack_consumer = std::make_unique<Consumer<DocBatch>>(
+        [&s](const std::shared_ptr<const DocBatch>& b) -> absl::Status {
+          // bestfit keeps the batch, not a copy, for the documents in its window.
+          for (size_t d = 0; d < b->size(); ++d) RETURN_IF_ERROR(s.packer->Add(b->doc(d), b));
+          return absl::OkStatus();
+        },
+        [&s]() -> absl::Status {
+          RETURN_IF_ERROR(s.packer->Finish());
+          if (s.block && s.block->size > 0) {
+            RETURN_IF_ERROR(s.shard_consumer->Push(std::move(s.block)));
+          }
+          s.block.reset();
+          return s.shard_consumer->Close();
+        },
+        threaded);
+    s.docs_consumer = std::make_unique<Consumer<DocBatch>>(
+        [&s, env, &dir, dtype, eos_id](const std::shared_ptr<const DocBatch>& b) -> absl::Status {
+          for (size_t d = 0; d < b->size(); ++d) {
+            std::span<const int32_t> doc = b->doc(d);
             if (doc.empty()) continue;
             if (!s.docs) {
               const std::string docs_dir = JoinPath(dir, std::string(shard::kDocumentsDir));
@@ -334,48 +403,77 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, o.tokens_dir));
   {
     Progress prog("pack", enc_rec->summary.tokens, Progress::Unit::kCount, !o.run.progress);
-    // Hands a split's batch to both its consumers; a consumer's error stops the reading.
-    auto hand_on = [](SplitState& s) -> absl::Status {
-      if (!s.batch || s.batch->size() == 0) return absl::OkStatus();
-      std::shared_ptr<const DocBatch> b = std::move(s.batch);
-      s.batch.reset();
-      RETURN_IF_ERROR(s.pack_consumer->Push(b));
-      return s.docs_consumer->Push(std::move(b));
+    // The tokenized documents in their order, part by part, each part read in items of whole
+    // documents of about kReadTokens tokens: a worker reads an item's documents (widened to int32)
+    // and sorts them into a train and a validation batch; the items' batches are handed on in
+    // item order (OrderedParallel), so every consumer sees the documents in the same order for any
+    // thread count. A consumer's error stops the reading.
+    struct ReadItem {
+      uint64_t begin, end;  // its documents
+      uint64_t tokens;
     };
+    std::optional<ThreadPool> pool;
+    if (threaded) pool.emplace(threads);
     absl::Status read_status = [&]() -> absl::Status {
       for (const std::string& part : parts) {
-        ASSIGN_OR_RETURN(auto reader, tokenize::IndexedDatasetReader::Open(env, part));
+        ASSIGN_OR_RETURN(const std::unique_ptr<tokenize::IndexedDatasetReader> reader,
+                         tokenize::IndexedDatasetReader::Open(env, part));
+        std::vector<ReadItem> items;
         for (uint64_t i = 0; i < reader->sequences(); ++i) {
-          // Read into the train batch, then move it to the validation batch if it belongs there.
-          SplitState& train = splits[0];
-          if (!train.batch) train.batch = batches.Get();
-          std::vector<int32_t>& t = train.batch->tokens;
-          const size_t begin = t.size();
-          reader->Read(i, &t);
-          const std::span<const int32_t> doc(t.data() + begin, t.size() - begin);
-          const size_t n = doc.size();
-          SplitState& s = splits[bc.split.SplitOf(doc)];
-          if (&s != &train) {
-            if (!s.batch) s.batch = batches.Get();
-            s.batch->tokens.insert(s.batch->tokens.end(), doc.begin(), doc.end());
-            t.resize(begin);
-          }
-          s.batch->ends.push_back(s.batch->tokens.size());
-          ++s.documents;
-          prog.Add(n);
-          if (s.batch->tokens.size() >= kBatchTokens) RETURN_IF_ERROR(hand_on(s));
+          if (items.empty() || items.back().tokens >= kReadTokens) items.push_back({i, i, 0});
+          items.back().end = i + 1;
+          items.back().tokens += reader->length(i);
         }
+        using Read = std::array<std::shared_ptr<DocBatch>, 2>;  // train, validation
+        RETURN_IF_ERROR(OrderedParallel<Read>(
+            pool ? &*pool : nullptr, items.size(), static_cast<size_t>(threads) + 2,
+            [&](size_t k) -> absl::StatusOr<Read> {
+              const ReadItem& it = items[k];
+              Read out = {batches[0].Get(), batches[1].Get()};
+              // Into the train batch, then moved to the validation batch if it belongs there.
+              std::vector<int32_t>& t = out[0]->tokens;
+              for (uint64_t i = it.begin; i < it.end; ++i) {
+                const size_t begin = t.size();
+                reader->Read(i, &t);
+                const std::span<const int32_t> doc(t.data() + begin, t.size() - begin);
+                DocBatch& b = *out[bc.split.SplitOf(doc)];
+                if (&b != out[0].get()) {
+                  b.tokens.insert(b.tokens.end(), doc.begin(), doc.end());
+                  t.resize(begin);
+                }
+                b.ends.push_back(b.tokens.size());
+              }
+              return out;
+            },
+            [&](size_t k, Read&& read) -> absl::Status {
+              for (int i = 0; i < 2; ++i) {
+                SplitState& s = splits[i];
+                if (read[i]->size() == 0) continue;
+                s.documents += read[i]->size();
+                std::shared_ptr<const DocBatch> b = std::move(read[i]);
+                RETURN_IF_ERROR(s.pack_consumer->Push(b));
+                RETURN_IF_ERROR(s.docs_consumer->Push(std::move(b)));
+              }
+              prog.Add(items[k].tokens);
+              return absl::OkStatus();
+            }));
       }
-      for (SplitState& s : splits) RETURN_IF_ERROR(hand_on(s));
       return absl::OkStatus();
     }();
+    pool.reset();
     // Every consumer is closed (joined) whatever happened, finishing its files only if the
     // reading succeeded; the first error by a fixed order wins.
     absl::Status first = read_status;
+    for (SplitState& s : splits) {  // every consumer finishes at once, then each is joined
+      s.pack_consumer->RequestClose(read_status.ok());
+      s.docs_consumer->RequestClose(read_status.ok());
+    }
     for (SplitState& s : splits) {
       absl::Status a = s.pack_consumer->Close(read_status.ok());
+      // Closed by the packer's finish when that ran; else (an error before) not finished.
+      absl::Status c = s.shard_consumer->Close(/*finish=*/false);
       absl::Status b = s.docs_consumer->Close(read_status.ok());
-      if (first.ok()) first = !a.ok() ? a : b;
+      if (first.ok()) first = !a.ok() ? a : (!c.ok() ? c : b);
     }
     RETURN_IF_ERROR(first);
     prog.Finish();

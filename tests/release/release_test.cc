@@ -205,6 +205,69 @@ TEST(ReleaseTest, OneTaskAndThreeTasksMergedGiveTheSameRelease) {
   EXPECT_TRUE(v->ok());
 }
 
+// pack reads the tokenized documents in items of about 2^18 tokens on the pool's threads and hands
+// them on in order, and bestfit keeps the items' buffers (not copies) in its window: with more
+// than a few items, windows much smaller than the tokens, both strategies and any thread count
+// (0: every CPU), every byte of the release is the same.
+TEST(ReleaseTest, PackOfManyItemsAndWindowsIsTheSameAtAnyThreadCount) {
+  TempDir tmp;
+  grist::testing::SyntheticCorpusOptions co;
+  co.documents = 12000;
+  co.seed = 5;
+  co.short_per_mille = co.exact_per_mille = co.near_per_mille = 0;
+  const std::string in =
+      grist::testing::WriteSyntheticCorpus(tmp.Join("many.jsonl"), co);
+  const std::string model = tmp.Join("bpe.model");
+  tokenize::TrainOptions to;
+  to.model_type = "bpe";
+  to.vocab_size = 600;
+  to.input_sentence_size = 20000;
+  ASSERT_TRUE(tokenize::TrainTokenizer(Env::Default(), {in}, model, to, false).ok());
+  tokenize::EncodeStageOptions eo;
+  eo.model_path = model;
+  RunOptions run;
+  run.progress = false;
+  ASSERT_TRUE(tokenize::RunEncode(Env::Default(), {in}, tmp.Join("t"), eo, run).ok());
+  for (const char* strategy : {"bestfit", "concat"}) {
+    const std::string cfg = tmp.Join(absl::StrCat(strategy, ".toml"));
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), cfg,
+                                absl::StrReplaceAll(Config(in, "", "127"),
+                                                    {{"strategy = \"bestfit\"",
+                                                      absl::StrCat("strategy = \"", strategy,
+                                                                   "\"\nbestfit_window_tokens = "
+                                                                   "40000")},
+                                                     {"max_bytes = 60000", "max_bytes = 400000"}}))
+                    .ok());
+    std::vector<std::string> outs;
+    for (int threads : {1, 3, 0}) {
+      PackReleaseOptions po;
+      po.config_path = cfg;
+      po.tokens_dir = tmp.Join("t");
+      po.model_path = model;
+      po.output_dir = tmp.Join(absl::StrCat("r-", strategy, "-", threads));
+      po.run.progress = false;
+      po.run.threads = threads;
+      auto r = PackRelease(Env::Default(), po);
+      ASSERT_TRUE(r.ok()) << strategy << " " << threads << ": " << r.status();
+      EXPECT_GT(r->stages.back().tokens, uint64_t{3} << 18) << "fewer than four read items";
+      EXPECT_GT(r->stages.back().samples, 4u * 40000 / 128) << "fewer than four windows";
+      outs.push_back(po.output_dir);
+    }
+    const std::vector<std::string> files = ReleaseFiles(outs[0]);
+    for (size_t k = 1; k < outs.size(); ++k) {
+      ASSERT_EQ(files, ReleaseFiles(outs[k])) << strategy << " " << outs[k];
+      for (const std::string& f : files) {
+        EXPECT_EQ(*ReadFileToString(Env::Default(), outs[0] + "/" + f),
+                  *ReadFileToString(Env::Default(), outs[k] + "/" + f))
+            << strategy << " " << outs[k] << ": " << f;
+      }
+    }
+    auto v = VerifyRelease(Env::Default(), outs.back());
+    ASSERT_TRUE(v.ok());
+    EXPECT_TRUE(v->ok()) << v->problems.front();
+  }
+}
+
 TEST(ReleaseTest, ResumesFromCompletedStages) {
   TempDir tmp;
   const std::string corpus = Corpus(tmp);

@@ -24,11 +24,23 @@ namespace grist::internal {
 inline constexpr size_t kReadChunk = 1 << 20;
 
 // A heap buffer that is not zero-filled (std::vector<char> would clear 1 MiB per file opened).
-struct Buffer {
-  explicit Buffer(size_t n) : ptr(new char[n]), size(n) {}
-  char* data() { return ptr.get(); }
-  std::unique_ptr<char[]> ptr;
-  size_t size;
+// Buffers of kReadChunk bytes go back to a cache of the thread that frees them (at most
+// kCachedReadChunks a thread: a line reader's and a gzip source's) and are handed out again:
+// readers are opened per split, and a fresh 1 MiB buffer (above malloc's mmap threshold) was
+// faulted in again for every one of them (in dedup's filter at 2 threads, about 60% of its page
+// faults with the decompression contexts' buffers, which byte_sources.cc keeps alike).
+class Buffer {
+ public:
+  static constexpr size_t kCachedReadChunks = 2;
+  explicit Buffer(size_t n);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  char* data() { return ptr_.get(); }
+  const size_t size;
+
+ private:
+  std::unique_ptr<char[]> ptr_;
 };
 
 // Reads bytes [begin, end) of a file sequentially (a split of an indexed zstd part).

@@ -223,6 +223,55 @@ TEST(StreamSplitsTest, TruncatedAndCorruptStreamsFailAsAWholeReadDoes) {
   EXPECT_TRUE(tail.error.empty()) << tail.error;
 }
 
+// A read buffer freed on a thread is handed out again on that thread (readers are opened per
+// split), never on another; and the decompression context each thread keeps between readers
+// starts every stream afresh: a reader after a corrupt or truncated stream, on the same thread,
+// reads exactly what a reader on a fresh thread reads.
+TEST(StreamSplitsTest, ReadersReuseTheirThreadsBuffersAndContexts) {
+  const char* first = nullptr;
+  {
+    internal::Buffer a(internal::kReadChunk);
+    first = a.data();
+  }
+  {
+    internal::Buffer b(internal::kReadChunk);
+    EXPECT_EQ(b.data(), first);
+    std::thread([first] {
+      internal::Buffer c(internal::kReadChunk);  // first is in the other thread's cache
+      EXPECT_NE(c.data(), first);
+    }).join();
+  }
+  TempDir t;
+  const std::string jsonl = Corpus(600);
+  const std::string z = Zstd(jsonl), g = Gzip(jsonl);
+  std::string zc = z, gc = g;
+  for (size_t i = zc.size() / 2; i < zc.size() / 2 + 64; ++i) zc[i] = static_cast<char>(zc[i] ^ 0x5A);
+  for (size_t i = gc.size() / 2; i < gc.size() / 2 + 64; ++i) gc[i] = static_cast<char>(gc[i] ^ 0x5A);
+  Write(t.Join("good.jsonl.zst"), z);
+  Write(t.Join("good.jsonl.gz"), g);
+  Write(t.Join("corrupt.jsonl.zst"), zc);
+  Write(t.Join("corrupt.jsonl.gz"), gc);
+  Write(t.Join("trunc.jsonl.zst"), z.substr(0, z.size() / 3));
+  auto whole = [&](const std::string& name) {
+    Case c = Plan(t.Join(name), uint64_t{1} << 40, InputOptions());
+    return ReadSplits(c.file, c.splits, InputOptions(), nullptr);
+  };
+  Outcome fresh_z, fresh_g;
+  std::thread([&] {
+    fresh_z = whole("good.jsonl.zst");
+    fresh_g = whole("good.jsonl.gz");
+  }).join();
+  ASSERT_TRUE(fresh_z.error.empty()) << fresh_z.error;
+  ASSERT_EQ(fresh_z.records.size(), 600u);
+  for (int round = 0; round < 3; ++round) {
+    for (const char* bad : {"corrupt.jsonl.zst", "trunc.jsonl.zst", "corrupt.jsonl.gz"}) {
+      EXPECT_FALSE(whole(bad).error.empty()) << bad;
+      EXPECT_EQ(whole("good.jsonl.zst"), fresh_z) << "after " << bad;
+      EXPECT_EQ(whole("good.jsonl.gz"), fresh_g) << "after " << bad;
+    }
+  }
+}
+
 TEST(StreamSplitsTest, ABadFrameChecksumComesAfterEveryRecord) {
   // The checksum is checked after the frame's last block: all records come out, then the error,
   // whatever the input chunking (a fuzzer once found a whole-file read that lost them at random).

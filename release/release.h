@@ -113,8 +113,9 @@ struct VerifyReport {
 // Checks structure, sizes and every checksum of a release, the tokenizer (loads, vocabulary size
 // as recorded) and that every token id is below the vocabulary size. Returns a report listing
 // every bad file; an error Status only when the folder is not a release at all (no or unparsable
-// manifest).
-absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir);
+// manifest). The files are checked on up to `threads` threads (0: every CPU; a parallel file
+// system serves several streams at once); the report is the same for any count.
+absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir, int threads = 0);
 
 // The Megatron-LM arguments that train on the release's document files (`grist inspect
 // --megatron`): --data-path/--split for the train split, the per-split paths, --seq-length and the

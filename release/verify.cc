@@ -1,12 +1,15 @@
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "release/release.h"
 #include "shard/indexed_dataset.h"
 #include "shard/manifest.h"
@@ -15,12 +18,16 @@
 
 namespace grist::release {
 
-absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir) {
+absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir, int threads) {
   ASSIGN_OR_RETURN(auto rel, shard::Release::Open(env, dir));
   const shard::Manifest& m = rel->manifest();
-  VerifyReport rep;
+  // One check per file group (the tokenizer, each shard, each document file), each with a report
+  // of its own; they run on the pool and their reports are joined in this order, so the report
+  // does not depend on the thread count. An error Status (a file that cannot be read) from the
+  // first check that has one, by this order.
+  std::vector<std::function<absl::Status(VerifyReport&)>> checks;
   // Tokenizer: size, checksum, loads, vocabulary as recorded.
-  {
+  checks.push_back([&](VerifyReport& rep) -> absl::Status {
     const std::string path = rel->TokenizerPath();
     auto bytes = ReadFileToString(env, path);
     if (!bytes.ok()) {
@@ -29,8 +36,8 @@ absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir) {
       ++rep.files_checked;
       rep.bytes_checked += bytes->size();
       if (bytes->size() != m.tokenizer.file.bytes) {
-        rep.problems.push_back(absl::StrCat(path, ": size ", bytes->size(), " bytes, manifest says ",
-                                            m.tokenizer.file.bytes));
+        rep.problems.push_back(absl::StrCat(path, ": size ", bytes->size(),
+                                            " bytes, manifest says ", m.tokenizer.file.bytes));
       } else if (Hash128Of(*bytes) != m.tokenizer.file.xxh3_128) {
         rep.problems.push_back(absl::StrCat(path, ": XXH3-128 mismatch"));
       } else {
@@ -43,109 +50,132 @@ absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir) {
         }
       }
     }
-  }
+    return absl::OkStatus();
+  });
   // Shards: structure, sizes, checksums, token ids in the vocabulary.
   for (std::string_view split : {shard::kTrainSplit, shard::kValidationSplit}) {
-    const auto& shards = rel->shards(split);
-    for (size_t i = 0; i < shards.size(); ++i) {
-      auto r = rel->OpenShard(split, i);
-      if (!r.ok()) {
-        // Name the file when the reader's message does not start with one.
-        std::string msg(r.status().message());
-        if (msg.find(shards[i].name) == std::string::npos) msg = shards[i].name + ": " + msg;
-        rep.problems.push_back(msg);
-        continue;
-      }
-      const shard::ShardReader* sr = *r;
-      for (const shard::FileInfo* f : {&shards[i].bin, &shards[i].idx, &shards[i].seg}) {
-        ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, JoinPath(dir, f->path)));
-        ++rep.files_checked;
-        rep.bytes_checked += f->bytes;
-        if (h != f->xxh3_128) {
-          rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": XXH3-128 ", h.ToHex(),
-                                              " does not match the manifest's ",
-                                              f->xxh3_128.ToHex()));
+    const std::vector<shard::ShardInfo>* list = &rel->shards(split);
+    for (size_t i = 0; i < list->size(); ++i) {
+      checks.push_back([&, split, i, list](VerifyReport& rep) -> absl::Status {
+        const std::vector<shard::ShardInfo>& shards = *list;
+        auto r = rel->OpenShard(split, i);
+        if (!r.ok()) {
+          // Name the file when the reader's message does not start with one.
+          std::string msg(r.status().message());
+          if (msg.find(shards[i].name) == std::string::npos) msg = shards[i].name + ": " + msg;
+          rep.problems.push_back(msg);
+          return absl::OkStatus();
         }
-      }
-      uint64_t bad = 0;
-      for (uint64_t k = 0; k < sr->samples(); ++k) {
-        shard::SampleView v = sr->sample(k);
-        for (uint32_t j = 0; j < v.sample_tokens; ++j) {
-          int32_t t = v.token(j);
-          if (t < 0 || static_cast<uint64_t>(t) >= m.tokenizer.vocab_size) ++bad;
+        const shard::ShardReader* sr = *r;
+        for (const shard::FileInfo* f : {&shards[i].bin, &shards[i].idx, &shards[i].seg}) {
+          ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, JoinPath(dir, f->path)));
+          ++rep.files_checked;
+          rep.bytes_checked += f->bytes;
+          if (h != f->xxh3_128) {
+            rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": XXH3-128 ", h.ToHex(),
+                                                " does not match the manifest's ",
+                                                f->xxh3_128.ToHex()));
+          }
         }
-      }
-      if (bad > 0) {
-        rep.problems.push_back(absl::StrCat(JoinPath(dir, shards[i].bin.path), ": ", bad,
-                                            " token ids outside the vocabulary"));
-      }
+        uint64_t bad = 0;
+        for (uint64_t k = 0; k < sr->samples(); ++k) {
+          shard::SampleView v = sr->sample(k);
+          for (uint32_t j = 0; j < v.sample_tokens; ++j) {
+            int32_t t = v.token(j);
+            if (t < 0 || static_cast<uint64_t>(t) >= m.tokenizer.vocab_size) ++bad;
+          }
+        }
+        if (bad > 0) {
+          rep.problems.push_back(absl::StrCat(JoinPath(dir, shards[i].bin.path), ": ", bad,
+                                              " token ids outside the vocabulary"));
+        }
+        return absl::OkStatus();
+      });
     }
   }
   // Megatron document files: structure and size (the reader), checksums, counts as recorded, ids
   // in the vocabulary, every sequence ending in EOD.
   for (std::string_view split : {shard::kTrainSplit, shard::kValidationSplit}) {
-    const shard::SplitInfo* s = m.split(split);
-    if (s == nullptr) continue;
-    if (!s->documents_file) {
-      if (s->tokens > s->padding_tokens) {
-        rep.problems.push_back(absl::StrCat(dir, ": split '", std::string(split),
-                                            "' has documents but no Megatron document file "
-                                            "(documents_file)"));
+    if (m.split(split) == nullptr) continue;
+    checks.push_back([&, split](VerifyReport& rep) -> absl::Status {
+      const shard::SplitInfo* s = m.split(split);
+      if (!s->documents_file) {
+        if (s->tokens > s->padding_tokens) {
+          rep.problems.push_back(absl::StrCat(dir, ": split '", std::string(split),
+                                              "' has documents but no Megatron document file "
+                                              "(documents_file)"));
+        }
+        return absl::OkStatus();
       }
-      continue;
-    }
-    const shard::DocumentsFileInfo& d = *s->documents_file;
-    const std::string prefix = JoinPath(dir, d.name);
-    bool sums_ok = true;
-    for (const shard::FileInfo* f : {&d.bin, &d.idx}) {
-      auto h = HashFile128(env, JoinPath(dir, f->path));
-      if (!h.ok()) {
-        rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": ",
-                                            std::string(h.status().message())));
-        sums_ok = false;
-        continue;
+      const shard::DocumentsFileInfo& d = *s->documents_file;
+      const std::string prefix = JoinPath(dir, d.name);
+      bool sums_ok = true;
+      for (const shard::FileInfo* f : {&d.bin, &d.idx}) {
+        auto h = HashFile128(env, JoinPath(dir, f->path));
+        if (!h.ok()) {
+          rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": ",
+                                              std::string(h.status().message())));
+          sums_ok = false;
+          continue;
+        }
+        ++rep.files_checked;
+        rep.bytes_checked += f->bytes;
+        if (*h != f->xxh3_128) {
+          rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": XXH3-128 ", h->ToHex(),
+                                              " does not match the manifest's ",
+                                              f->xxh3_128.ToHex()));
+          sums_ok = false;
+        }
       }
-      ++rep.files_checked;
-      rep.bytes_checked += f->bytes;
-      if (*h != f->xxh3_128) {
-        rep.problems.push_back(absl::StrCat(JoinPath(dir, f->path), ": XXH3-128 ", h->ToHex(),
-                                            " does not match the manifest's ",
-                                            f->xxh3_128.ToHex()));
-        sums_ok = false;
+      if (!sums_ok) return absl::OkStatus();
+      auto r = shard::IndexedDatasetReader::Open(env, prefix);
+      if (!r.ok()) {
+        rep.problems.push_back(std::string(r.status().message()));
+        return absl::OkStatus();
       }
-    }
-    if (!sums_ok) continue;
-    auto r = shard::IndexedDatasetReader::Open(env, prefix);
-    if (!r.ok()) {
-      rep.problems.push_back(std::string(r.status().message()));
-      continue;
-    }
-    const shard::IndexedDatasetReader& dr = **r;
-    if (dr.dtype() != m.token_dtype || dr.sequences() != d.sequences || dr.tokens() != d.tokens) {
-      rep.problems.push_back(absl::StrCat(
-          prefix, ".idx: ", dr.sequences(), " sequences of ", dr.tokens(), " ",
-          std::string(shard::TokenDtypeName(dr.dtype())), " tokens, manifest says ", d.sequences,
-          " of ", d.tokens, " ", std::string(shard::TokenDtypeName(m.token_dtype))));
-      continue;
-    }
-    uint64_t bad = 0, no_eod = 0;
-    std::vector<int32_t> seq;
-    for (uint64_t k = 0; k < dr.sequences(); ++k) {
-      seq.clear();
-      dr.Read(k, &seq);
-      for (int32_t t : seq) {
-        if (t < 0 || static_cast<uint64_t>(t) >= m.tokenizer.vocab_size) ++bad;
+      const shard::IndexedDatasetReader& dr = **r;
+      if (dr.dtype() != m.token_dtype || dr.sequences() != d.sequences || dr.tokens() != d.tokens) {
+        rep.problems.push_back(absl::StrCat(
+            prefix, ".idx: ", dr.sequences(), " sequences of ", dr.tokens(), " ",
+            std::string(shard::TokenDtypeName(dr.dtype())), " tokens, manifest says ", d.sequences,
+            " of ", d.tokens, " ", std::string(shard::TokenDtypeName(m.token_dtype))));
+        return absl::OkStatus();
       }
-      if (seq.empty() || (m.tokenizer.eos_id >= 0 && seq.back() != m.tokenizer.eos_id)) ++no_eod;
-    }
-    if (bad > 0) {
-      rep.problems.push_back(absl::StrCat(prefix, ".bin: ", bad, " token ids outside the vocabulary"));
-    }
-    if (no_eod > 0) {
-      rep.problems.push_back(absl::StrCat(prefix, ".bin: ", no_eod,
-                                          " sequences do not end with EOD (eos_id ",
-                                          m.tokenizer.eos_id, ")"));
-    }
+      uint64_t bad = 0, no_eod = 0;
+      std::vector<int32_t> seq;
+      for (uint64_t k = 0; k < dr.sequences(); ++k) {
+        seq.clear();
+        dr.Read(k, &seq);
+        for (int32_t t : seq) {
+          if (t < 0 || static_cast<uint64_t>(t) >= m.tokenizer.vocab_size) ++bad;
+        }
+        if (seq.empty() || (m.tokenizer.eos_id >= 0 && seq.back() != m.tokenizer.eos_id)) ++no_eod;
+      }
+      if (bad > 0) {
+        rep.problems.push_back(
+            absl::StrCat(prefix, ".bin: ", bad, " token ids outside the vocabulary"));
+      }
+      if (no_eod > 0) {
+        rep.problems.push_back(absl::StrCat(prefix, ".bin: ", no_eod,
+                                            " sequences do not end with EOD (eos_id ",
+                                            m.tokenizer.eos_id, ")"));
+      }
+      return absl::OkStatus();
+    });
+  }
+  std::vector<VerifyReport> parts(checks.size());
+  std::optional<ThreadPool> pool;
+  if (threads != 1 && checks.size() > 1) {
+    pool.emplace(
+        std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(checks.size())));
+  }
+  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, checks.size(),
+                              [&](size_t i) { return checks[i](parts[i]); }));
+  VerifyReport rep;
+  for (VerifyReport& p : parts) {
+    rep.files_checked += p.files_checked;
+    rep.bytes_checked += p.bytes_checked;
+    for (std::string& problem : p.problems) rep.problems.push_back(std::move(problem));
   }
   return rep;
 }

@@ -65,13 +65,16 @@ Runner SetupVerify(CLI::App* app) {
   auto f = std::make_shared<F>();
   app->add_option("dir", f->dir, "Release folder")->required();
   AddJsonFlag(app, &f->common.json_path, "the result");
+  app->add_option("--threads", f->common.threads,
+                  "Files checked at once (0 = all CPUs; the report is the same for any count)")
+      ->check(CLI::NonNegativeNumber);
   return [f]() -> absl::Status {
     if (!Env::Default()->IsDirectory(f->dir)) {
       return absl::NotFoundError(absl::StrCat(f->dir, ": no such release folder"));
     }
     // A release whose manifest cannot be read as one is bad data (exit status 3), as is every
     // problem the check lists; failures of the machine itself (permissions, I/O) are not.
-    auto verified = release::VerifyRelease(Env::Default(), f->dir);
+    auto verified = release::VerifyRelease(Env::Default(), f->dir, f->common.threads);
     if (!verified.ok()) {
       return IsEnvironmentError(verified.status()) ? verified.status()
                                                    : BadDataError(verified.status());

@@ -323,6 +323,24 @@ TEST(ReleaseTest, FlippedByteIsNamedByVerify) {
   ASSERT_EQ(v->problems.size(), bin_problems + 1);
   EXPECT_NE(v->problems.back().find("validation-00000.idx"), std::string::npos)
       << v->problems.back();
+  // A damaged Megatron document file too: the files are checked on any number of threads (0:
+  // every CPU) and the report is the same, its problems in the release's order.
+  std::string docs = tmp.Join("v/documents/train.bin");
+  std::string d = *ReadFileToString(env, docs);
+  d[d.size() / 3] ^= 0x11;
+  ASSERT_TRUE(WriteFileAtomic(env, docs, d).ok());
+  v = VerifyRelease(env, tmp.Join("v"), 1);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->problems.size(), bin_problems + 2);
+  EXPECT_NE(v->problems.back().find("documents/train.bin"), std::string::npos)
+      << v->problems.back();
+  for (int threads : {2, 5, 0}) {
+    auto t = VerifyRelease(env, tmp.Join("v"), threads);
+    ASSERT_TRUE(t.ok()) << threads;
+    EXPECT_EQ(t->problems, v->problems) << threads;
+    EXPECT_EQ(t->files_checked, v->files_checked) << threads;
+    EXPECT_EQ(t->bytes_checked, v->bytes_checked) << threads;
+  }
   // A manifest whose shard escapes the folder is refused.
   std::string mpath = tmp.Join("v/manifest.json");
   std::string m = *ReadFileToString(env, mpath);

@@ -73,6 +73,14 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+absl::Status ParallelForThreads(int threads, size_t n,
+                                const std::function<absl::Status(size_t)>& fn) {
+  const int count = std::min<size_t>(threads <= 0 ? NumCpus() : threads, n);
+  if (count <= 1) return ParallelFor(nullptr, n, fn);
+  ThreadPool pool(count);
+  return ParallelFor(&pool, n, fn);
+}
+
 absl::Status ParallelFor(ThreadPool* pool, size_t n, const std::function<absl::Status(size_t)>& fn) {
   if (pool == nullptr || pool->size() <= 1 || n <= 1) {
     for (size_t i = 0; i < n; ++i) {

@@ -43,6 +43,11 @@ class ThreadPool {
 // Runs fn(i) for i in [0, n) on `pool` (inline when pool is null or has one thread), and returns
 // the first error by index order, so the reported error does not depend on scheduling.
 absl::Status ParallelFor(ThreadPool* pool, size_t n, const std::function<absl::Status(size_t)>& fn);
+// The same on a pool of its own for this one pass: min(threads, n) threads (threads <= 0: every
+// CPU), inline where that is one. For short passes of independent items (hashing files, checking
+// them) where no pool is at hand.
+absl::Status ParallelForThreads(int threads, size_t n,
+                                const std::function<absl::Status(size_t)>& fn);
 
 // Number of online CPUs (at least 1).
 int NumCpus();

@@ -258,11 +258,7 @@ absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         const std::vector<InputFile>& files,
                                                         int threads) {
   std::vector<shard::FileInfo> inputs(files.size());
-  std::optional<ThreadPool> pool;
-  if (threads != 1 && files.size() > 1) {
-    pool.emplace(std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(files.size())));
-  }
-  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, files.size(), [&](size_t i) -> absl::Status {
+  RETURN_IF_ERROR(ParallelForThreads(threads, files.size(), [&](size_t i) -> absl::Status {
     ASSIGN_OR_RETURN(Hash128 h, HashInput(env, files[i]));
     inputs[i] = {files[i].path, files[i].size, h};
     return absl::OkStatus();

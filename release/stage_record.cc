@@ -54,11 +54,7 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   ListFilesUnder(env, root, "", &rels);
   std::sort(rels.begin(), rels.end());
   std::vector<StageOutput> out(rels.size());
-  std::optional<ThreadPool> pool;
-  if (threads != 1 && rels.size() > 1) {
-    pool.emplace(std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(rels.size())));
-  }
-  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, rels.size(), [&](size_t i) -> absl::Status {
+  RETURN_IF_ERROR(ParallelForThreads(threads, rels.size(), [&](size_t i) -> absl::Status {
     const std::string& rel = rels[i];
     const std::string path = rel.empty() ? root : JoinPath(root, rel);
     StageOutput& o = out[i];

@@ -2,7 +2,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -164,13 +163,8 @@ absl::StatusOr<VerifyReport> VerifyRelease(Env* env, const std::string& dir, int
     });
   }
   std::vector<VerifyReport> parts(checks.size());
-  std::optional<ThreadPool> pool;
-  if (threads != 1 && checks.size() > 1) {
-    pool.emplace(
-        std::min<int>(threads <= 0 ? NumCpus() : threads, static_cast<int>(checks.size())));
-  }
-  RETURN_IF_ERROR(ParallelFor(pool ? &*pool : nullptr, checks.size(),
-                              [&](size_t i) { return checks[i](parts[i]); }));
+  RETURN_IF_ERROR(ParallelForThreads(threads, checks.size(),
+                                     [&](size_t i) { return checks[i](parts[i]); }));
   VerifyReport rep;
   for (VerifyReport& p : parts) {
     rep.files_checked += p.files_checked;

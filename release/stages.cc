@@ -310,6 +310,19 @@ absl::StatusOr<tokenize::EncodeReport> MergeEncodeReports(Env* env,
   return all;
 }
 
+// The tokenize stage's note: which encoder ran (EncodeReport::engine), as the summary table
+// shows it: "grist encoder", "grist encoder, chunk cache", or "SentencePiece: <why>".
+std::string EngineNote(const std::string& engine) {
+  if (engine == "grist") return "grist encoder";
+  if (engine == "grist (chunk cache)") return "grist encoder, chunk cache";
+  constexpr std::string_view kSpm = "sentencepiece (";
+  if (engine.rfind(kSpm, 0) == 0 && engine.back() == ')') {
+    return absl::StrCat("SentencePiece: ",
+                        engine.substr(kSpm.size(), engine.size() - kSpm.size() - 1));
+  }
+  return engine;
+}
+
 StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
   StageRecord r;
   r.summary.name = "tokenize";
@@ -317,6 +330,7 @@ StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
   r.summary.bytes_in = er.counts.bytes_in;
   r.summary.tokens = er.tokens;
   r.summary.seconds = er.seconds;
+  r.summary.note = EngineNote(er.engine);
   r.report_json = er.ToJson();
   return r;
 }
@@ -380,7 +394,7 @@ const std::vector<StageDef>& Stages() {
                       [](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
                         ASSIGN_OR_RETURN(auto er, Encode(b, run));
                         StageRecord r = EncodeRecord(er);
-                        r.summary.note = TaskNote(run);
+                        r.summary.note = absl::StrCat(TaskNote(run), "; ", r.summary.note);
                         return r;
                       }},
                  Step{"tokenize-merge", false, true, TokenizeMerge}};

@@ -476,6 +476,14 @@ TEST(ReleaseTest, AGivenModelBuildsWhatTrainingItBuilt) {
     ASSERT_TRUE(b.ok()) << r.name << ": " << b.status();
     ASSERT_EQ(b->stages.size(), 5u);
     EXPECT_EQ(b->stages[2].note, "pretrained") << r.name;
+    // The given BPE model is encoded by grist's own encoder unless SentencePiece is asked for.
+    EXPECT_EQ(b->stages[3].name, "tokenize");
+    if (r.name == "given-spm") {
+      EXPECT_EQ(b->stages[3].note, "SentencePiece: requested") << r.name;
+    } else {
+      EXPECT_EQ(b->stages[3].note.rfind("grist encoder", 0), 0u)
+          << r.name << ": " << b->stages[3].note;
+    }
     auto files = ReleaseFiles(tmp.Join("trained"));
     ASSERT_EQ(files, ReleaseFiles(tmp.Join(r.name))) << r.name;
     for (const auto& f : files) {

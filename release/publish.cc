@@ -39,7 +39,7 @@ namespace grist::release::internal {
 namespace {
 
 // Documents of one split back to back, in their order: document i is tokens[ends[i-1], ends[i])
-// (ends[-1] = 0). The unit handed from the reading thread to the split's consumers.
+// (ends[-1] = 0). The unit handed from the reading threads to the split's consumers.
 struct DocBatch {
   std::vector<int32_t> tokens;
   std::vector<uint64_t> ends;
@@ -48,7 +48,7 @@ struct DocBatch {
     const uint64_t begin = i == 0 ? 0 : ends[i - 1];
     return {tokens.data() + begin, static_cast<size_t>(ends[i] - begin)};
   }
-  void Prepare();
+  void Prepare(size_t reserve_tokens) { tokens.reserve(reserve_tokens); }
   void Clear() {
     tokens.clear();
     ends.clear();
@@ -57,8 +57,6 @@ struct DocBatch {
 // The documents are read in items of whole documents of about this many tokens (1 MiB of int32),
 // each item's documents sorted into one batch per split.
 constexpr size_t kReadTokens = size_t{1} << 18;
-void DocBatch::Prepare() { tokens.reserve(kReadTokens + (kReadTokens >> 2)); }
-
 // Samples of one split in packing order, samples[0, size): the unit handed from the split's packer
 // to its shard writer. The samples' buffers are swapped with the packer's (Packer::Sink), so a
 // block's buffers go back and forth between the two and keep their pages.
@@ -323,8 +321,10 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   const int32_t eos_id = tok->eos_id();
   // Before splits: they outlive their consumers and the items they hold.
   // One pool of batches per split: the validation packer's window keeps its batches for long,
-  // which should not be batches whose pages a train split touched.
-  ReusePool<DocBatch> batches[2];
+  // which should be neither batches whose pages a train split touched nor each an item's room
+  // (a validation batch holds the few documents of an item that go there).
+  using BatchPool = ReusePool<DocBatch, size_t>;
+  BatchPool batches[2] = {BatchPool(kReadTokens + kReadTokens / 4), BatchPool(0)};
   ReusePool<SampleBlock, uint32_t> blocks(st);
   SplitState splits[2];
   for (int i = 0; i < 2; ++i) {

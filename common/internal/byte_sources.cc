@@ -11,8 +11,8 @@ namespace grist::internal {
 
 namespace {
 
-// Each thread's caches (below): set once they are destroyed at the thread's exit, after which a
-// buffer or context freed on that thread is simply freed (a plain bool needs no destructor).
+// Set once the thread's cache of read buffers is destroyed at the thread's exit, after which a
+// buffer freed on that thread is simply freed (a plain bool needs no destructor).
 thread_local bool t_caches_gone = false;
 
 struct ReadChunkCache {
@@ -102,46 +102,14 @@ class GzipSource : public DecodingSource {
   bool init_ok_ = false, in_stream_ = false;
 };
 
-// One decompression context kept per thread between sources: a reader is opened per split, and a
-// fresh context allocates its window buffer again (the size of a frame's content, ~1 MiB for
-// grist's parts) and faults its pages in; in dedup's filter at 16 threads that was half of the
-// workers' page faults. A context whose buffers grew past kMaxCachedBytes (a long-window frame)
-// is freed instead, so a thread keeps at most that much.
-class DCtxCache {
- public:
-  static ZSTD_DCtx* Take() {
-    ZSTD_DCtx* d = t_caches_gone ? nullptr : t_slot.d;
-    if (d == nullptr) return ZSTD_createDCtx();
-    t_slot.d = nullptr;
-    ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
-    return d;
-  }
-  static void Give(ZSTD_DCtx* d) {
-    if (!t_caches_gone && t_slot.d == nullptr && ZSTD_sizeof_DCtx(d) <= kMaxCachedBytes) {
-      t_slot.d = d;
-    } else {
-      ZSTD_freeDCtx(d);
-    }
-  }
-
- private:
-  static constexpr size_t kMaxCachedBytes = size_t{8} << 20;
-  struct Slot {
-    ZSTD_DCtx* d = nullptr;
-    ~Slot() {
-      ZSTD_freeDCtx(d);
-      t_caches_gone = true;
-    }
-  };
-  static thread_local Slot t_slot;
-};
-thread_local DCtxCache::Slot DCtxCache::t_slot;
-
 class ZstdSource : public DecodingSource {
  public:
   explicit ZstdSource(std::unique_ptr<SequentialFile> f)
-      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(DCtxCache::Take()) {}
-  ~ZstdSource() override { DCtxCache::Give(dctx_); }
+      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
+  // A context is never reused between sources: one reset by ZSTD_DCtx_reset keeps the buffers a
+  // larger frame grew, and with them decodes in other steps than a fresh one, so two reads of a
+  // corrupt stream (one after such a frame) met the damage at different records (fuzz_records).
+  ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
 
  private:
   absl::Status Decode(char* buf, size_t n, size_t* produced) override {

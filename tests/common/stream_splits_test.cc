@@ -224,10 +224,9 @@ TEST(StreamSplitsTest, TruncatedAndCorruptStreamsFailAsAWholeReadDoes) {
 }
 
 // A read buffer freed on a thread is handed out again on that thread (readers are opened per
-// split), never on another; and the decompression context each thread keeps between readers
-// starts every stream afresh: a reader after a corrupt or truncated stream, on the same thread,
-// reads exactly what a reader on a fresh thread reads.
-TEST(StreamSplitsTest, ReadersReuseTheirThreadsBuffersAndContexts) {
+// split), never on another; and a reader after a corrupt or truncated stream, on the same thread
+// (its buffers reused), reads exactly what a reader on a fresh thread reads.
+TEST(StreamSplitsTest, ReadersReuseTheirThreadsBuffers) {
   const char* first = nullptr;
   {
     internal::Buffer a(internal::kReadChunk);

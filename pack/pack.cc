@@ -100,7 +100,8 @@ absl::Status Packer::Emit(PackedSample& s) {
   return sink_(s);
 }
 
-absl::Status Packer::Add(std::span<const int32_t> doc, std::shared_ptr<const void> owner) {
+absl::Status Packer::Add(std::span<const int32_t> doc, std::shared_ptr<const void> owner,
+                         uint64_t owner_tokens) {
   stats_.documents++;
   stats_.tokens_in += doc.size();
   if (doc.empty()) {
@@ -142,9 +143,13 @@ absl::Status Packer::Add(std::span<const int32_t> doc, std::shared_ptr<const voi
   if (off < doc.size()) {
     const std::span<const int32_t> rest = doc.subspan(off);
     const int32_t* at = rest.data();
-    if (owner != nullptr) {
-      if (owners_.empty() || owners_.back() != owner) owners_.push_back(std::move(owner));
-    } else {
+    bool held = owner != nullptr && !owners_.empty() && owners_.back() == owner;
+    if (owner != nullptr && !held && owned_tokens_ + owner_tokens <= 2 * o_.bestfit_window_tokens) {
+      owners_.push_back(std::move(owner));
+      owned_tokens_ += owner_tokens;
+      held = true;
+    }
+    if (!held) {
       // Into the chunk being filled, else the next one (made once: 4 MiB, or one remainder).
       const size_t chunk_tokens = std::max<size_t>(size_t{1} << 20, st_);
       if (chunks_.empty() || chunk_used_ + rest.size() > chunk_tokens) {
@@ -212,6 +217,7 @@ absl::Status Packer::FlushWindow() {
   window_docs_.clear();
   window_tokens_ = 0;
   owners_.clear();  // the callers' buffers go back to them
+  owned_tokens_ = 0;
   chunk_ = 0;
   chunk_used_ = 0;
   return absl::OkStatus();

@@ -90,10 +90,13 @@ class Packer {
   Packer(const Packer&) = delete;
   Packer& operator=(const Packer&) = delete;
   // Adds the next document. Without `owner`, what the packer keeps of it is copied. With one, the
-  // document's tokens must stay valid and unchanged while `owner` is held: bestfit then holds
-  // `owner` instead of copying, until the window is packed (memory: the window's tokens and, at
-  // most, the rest of the buffers holding them).
-  absl::Status Add(std::span<const int32_t> document, std::shared_ptr<const void> owner = nullptr);
+  // document's tokens must stay valid and unchanged while `owner` is held, and `owner_tokens` is
+  // what `owner` holds in all: bestfit then holds `owner` instead of copying, until the window is
+  // packed, as long as the owners it holds come to at most twice bestfit_window_tokens (a buffer
+  // of long documents with a short one among them would otherwise stay for that one); past that
+  // it copies. The samples are the same either way.
+  absl::Status Add(std::span<const int32_t> document, std::shared_ptr<const void> owner = nullptr,
+                   uint64_t owner_tokens = 0);
   // Emits what is buffered (the last partial sample, the last bestfit window).
   absl::Status Finish();
   const PackStats& stats() const { return stats_; }
@@ -114,6 +117,7 @@ class Packer {
   std::vector<std::pair<const int32_t*, uint32_t>> window_docs_;
   uint64_t window_tokens_ = 0;
   std::vector<std::shared_ptr<const void>> owners_;
+  uint64_t owned_tokens_ = 0;  // the owner_tokens of owners_
   std::vector<std::unique_ptr<int32_t[]>> chunks_;
   size_t chunk_ = 0, chunk_used_ = 0;  // the chunk being filled, its tokens used
   PackedSample out_;

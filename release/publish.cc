@@ -355,7 +355,9 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
     s.pack_consumer = std::make_unique<Consumer<DocBatch>>(
         [&s](const std::shared_ptr<const DocBatch>& b) -> absl::Status {
           // bestfit keeps the batch, not a copy, for the documents in its window.
-          for (size_t d = 0; d < b->size(); ++d) RETURN_IF_ERROR(s.packer->Add(b->doc(d), b));
+          for (size_t d = 0; d < b->size(); ++d) {
+            RETURN_IF_ERROR(s.packer->Add(b->doc(d), b, b->tokens.size()));
+          }
           return absl::OkStatus();
         },
         [&s]() -> absl::Status {

@@ -5,6 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <simdjson.h>
+
 #include "common/check.h"
 #include "common/utf8.h"
 
@@ -25,17 +30,95 @@ inline bool AllPlain(uint64_t w) {
   return (below_space | from_del | quote | backslash) == 0;
 }
 
+#if !defined(__SSE2__)
+// Whether any of the 8 bytes of `w` is below 0x20, 0x7f, '"' or '\\' (bytes from 0x80 count as
+// plain: the caller has validated the UTF-8). May answer true for a plain word (the caller then
+// looks byte by byte), never false for one that is not.
+inline bool MaybeSpecial(uint64_t w) {
+  const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  const uint64_t d = w ^ (kOnes * 0x7f), q = w ^ (kOnes * '"'), b = w ^ (kOnes * '\\');
+  const uint64_t del = (d - kOnes) & ~d & kHighs;
+  const uint64_t quote = (q - kOnes) & ~q & kHighs, backslash = (b - kOnes) & ~b & kHighs;
+  return (below_space | del | quote | backslash) != 0;
+}
+#endif
+
+inline bool IsSpecialByte(unsigned char c) {
+  return c < 0x20 || c == 0x7f || c == '"' || c == '\\';
+}
+
+// The first byte at or after `i` of `p[0, n)` that IsSpecialByte, or n: 16 bytes at a time.
+inline size_t NextSpecial(const unsigned char* p, size_t i, size_t n) {
+#if defined(__SSE2__)
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  const __m128i space = _mm_set1_epi8(static_cast<char>(0x20 ^ 0x80));
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i del = _mm_set1_epi8(0x7f);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    // Unsigned x < 0x20 as a signed comparison of both with their high bits flipped.
+    const __m128i below = _mm_cmplt_epi8(_mm_xor_si128(x, flip), space);
+    const __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
+                                                 _mm_cmpeq_epi8(x, backslash)),
+                                    _mm_cmpeq_epi8(x, del));
+    const int mask = _mm_movemask_epi8(_mm_or_si128(below, eq));
+    if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+#else
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (MaybeSpecial(w)) break;
+  }
+#endif
+  while (i < n && !IsSpecialByte(p[i])) ++i;
+  return i;
+}
+
+// Appends the escape of one byte < 0x80 that IsSpecialByte.
+inline void AppendEscape(std::string* out, unsigned char c) {
+  switch (c) {
+    case '"': out->append("\\\""); break;
+    case '\\': out->append("\\\\"); break;
+    case '\n': out->append("\\n"); break;
+    case '\r': out->append("\\r"); break;
+    case '\t': out->append("\\t"); break;
+    case '\b': out->append("\\b"); break;
+    case '\f': out->append("\\f"); break;
+    default: {  // the other controls and DEL
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out->append(buf);
+    }
+  }
+}
+
+// Strings at least this long are checked for valid UTF-8 first (simdjson's validator, tens of
+// bytes a cycle) and then escaped by looking only for the bytes that need it, 16 at a time; shorter
+// ones (ids, keys) go byte by byte, where the check would cost more than it saves.
+constexpr size_t kValidateFirstBytes = 64;
+
 }  // namespace
 
-// Copies runs of bytes that need no escaping in one append (8 bytes at a time where they are plain
-// ASCII), and escapes or replaces byte by byte only where needed. The bytes written are those of
-// the byte-by-byte definition (tests/common/json_writer_test.cc checks both agree).
+// Copies runs of bytes that need no escaping in one append, and escapes or replaces byte by byte
+// only where needed. The bytes written are those of the byte-by-byte definition
+// (tests/common/json_writer_test.cc checks both agree).
 void AppendJsonString(std::string* out, std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   out->reserve(out->size() + n + 2);
   out->push_back('"');
   size_t run = 0;  // start of the bytes not yet appended, all to be copied as they are
+  if (n >= kValidateFirstBytes && simdjson::validate_utf8(s.data(), n)) {
+    for (size_t i = NextSpecial(p, 0, n); i < n; i = NextSpecial(p, i, n)) {
+      out->append(s.data() + run, i - run);
+      AppendEscape(out, p[i]);
+      run = ++i;
+    }
+    out->append(s.data() + run, n - run);
+    out->push_back('"');
+    return;
+  }
   size_t i = 0;
   while (i < n) {
     if (i + 8 <= n) {
@@ -59,22 +142,10 @@ void AppendJsonString(std::string* out, std::string_view s) {
       }
     }
     out->append(s.data() + run, i - run);
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      default:
-        if (c < 0x80) {  // the other controls and DEL
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out->append(buf);
-        } else {  // an invalid UTF-8 byte
-          out->append("\xEF\xBF\xBD");
-        }
+    if (c < 0x80) {
+      AppendEscape(out, c);
+    } else {  // an invalid UTF-8 byte
+      out->append("\xEF\xBF\xBD");
     }
     ++i;
     run = i;

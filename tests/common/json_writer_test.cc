@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "common/utf8.h"
 
 namespace grist {
@@ -97,6 +100,51 @@ TEST(JsonWriterTest, EscapingFastPathMatchesTheByteByByteDefinition) {
     std::string got;
     AppendJsonString(&got, s);
     ASSERT_EQ(got, ReferenceJsonString(s)) << "input of " << s.size() << " bytes, round " << round;
+  }
+}
+
+// Strings long enough for the validated path (checked for UTF-8 first, then scanned 16 bytes at a
+// time): valid text with its special bytes at every offset of a 16-byte block and at the ends,
+// and the same text made invalid by one stray byte anywhere (the byte-by-byte path then).
+TEST(JsonWriterTest, LongStringsEscapeAsTheByteByByteDefinition) {
+  const std::vector<std::string> specials = {"\"", "\\", "\n", "\t", std::string(1, '\0'),
+                                             "\x01", "\x1f", "\x7f", "\xC3\xA9",
+                                             "\xF0\x9F\x98\x80", "\xE2\x82\xAC"};
+  const std::vector<std::string> strays = {"\xFF", "\x80", "\xC3", "\xED\xA0\x80", "\xC0\xAF"};
+  uint64_t x = 777;
+  auto next = [&x] {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x >> 33;
+  };
+  int validated = 0;
+  for (int round = 0; round < 4000; ++round) {
+    const size_t len = 64 + next() % 300;
+    std::string s;
+    while (s.size() < len) {
+      const uint64_t r = next();
+      if (r % 7 == 0) {
+        s += specials[(r >> 8) % specials.size()];
+      } else {
+        s.append(1 + (r >> 8) % 40, static_cast<char>('a' + (r >> 16) % 26));
+      }
+    }
+    if (round % 3 == 0) s.insert(next() % (s.size() + 1), strays[next() % strays.size()]);
+    validated += IsValidUtf8(s) ? 1 : 0;
+    std::string got = "prefix";
+    AppendJsonString(&got, s);
+    ASSERT_EQ(got, "prefix" + ReferenceJsonString(s)) << "round " << round;
+  }
+  EXPECT_GT(validated, 2000);  // both paths ran
+  EXPECT_LT(validated, 4000);
+  // A special byte at each position of the first and last blocks of a 64-byte plain string.
+  for (const std::string& sp : specials) {
+    for (size_t at = 0; at <= 64; ++at) {
+      std::string s(64, 'q');
+      s.insert(at, sp);
+      std::string got;
+      AppendJsonString(&got, s);
+      ASSERT_EQ(got, ReferenceJsonString(s)) << "at " << at;
+    }
   }
 }
 

@@ -1,8 +1,11 @@
 #include "common/internal/byte_sources.h"
 
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createDCtx_advanced
 #include <zstd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -20,6 +23,81 @@ struct ReadChunkCache {
   ~ReadChunkCache() { t_caches_gone = true; }
 };
 thread_local ReadChunkCache t_read_chunks;
+
+// The memory of zstd's decoding contexts (a context of about 100 KiB and, once a frame starts, its
+// window and block buffers in one allocation: about 1.2 MiB for a part's 1 MiB frames). A source
+// is opened per split, and each took fresh pages for both, faulted in again every time and given
+// back to the kernel on free (above malloc's mmap threshold, or trimmed from the thread's arena),
+// which at 16 threads kept the faulting threads queueing on the process's memory map. Blocks a
+// thread's contexts free are kept by that thread for its next ones, up to kCachedDecoderBytes a
+// thread. Each context is still created fresh (never reset and reused, see ZstdSource): zstd asks
+// for the same sizes as with malloc and never reads what it has not written, so it decodes in
+// the same steps; a block may be larger than asked for, which zstd does not know.
+constexpr size_t kCachedDecoderBytes = 4u << 20;
+constexpr size_t kBlockHeader = 16;  // a block starts with its capacity; keeps 16-byte alignment
+
+thread_local bool t_decoder_cache_gone = false;
+
+struct DecoderBlockCache {
+  struct Block {
+    void* p;
+    size_t capacity;
+  };
+  std::vector<Block> free;
+  size_t bytes = 0;
+  ~DecoderBlockCache() {
+    for (const Block& b : free) std::free(b.p);
+    t_decoder_cache_gone = true;
+  }
+};
+thread_local DecoderBlockCache t_decoder_blocks;
+
+void* DecoderAlloc(void*, size_t size) {
+  if (!t_decoder_cache_gone) {
+    auto& f = t_decoder_blocks.free;
+    size_t best = f.size();
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i].capacity >= size && (best == f.size() || f[i].capacity < f[best].capacity)) best = i;
+    }
+    if (best != f.size()) {
+      void* p = f[best].p;
+      t_decoder_blocks.bytes -= f[best].capacity;
+      f.erase(f.begin() + static_cast<std::ptrdiff_t>(best));
+      return static_cast<char*>(p) + kBlockHeader;
+    }
+  }
+  void* p = std::malloc(size + kBlockHeader);
+  if (p == nullptr) return nullptr;
+  std::memcpy(p, &size, sizeof(size));
+  return static_cast<char*>(p) + kBlockHeader;
+}
+
+void DecoderFree(void*, void* q) {
+  if (q == nullptr) return;
+  void* p = static_cast<char*>(q) - kBlockHeader;
+  size_t capacity;
+  std::memcpy(&capacity, p, sizeof(capacity));
+  if (t_decoder_cache_gone || capacity > kCachedDecoderBytes) {
+    std::free(p);
+    return;
+  }
+  auto& f = t_decoder_blocks.free;
+  f.push_back({p, capacity});
+  t_decoder_blocks.bytes += capacity;
+  // Over the bound: the smallest blocks go first (a larger one serves any smaller request).
+  while (t_decoder_blocks.bytes > kCachedDecoderBytes) {
+    auto smallest = std::min_element(f.begin(), f.end(), [](const auto& a, const auto& b) {
+      return a.capacity < b.capacity;
+    });
+    t_decoder_blocks.bytes -= smallest->capacity;
+    std::free(smallest->p);
+    f.erase(smallest);
+  }
+}
+
+ZSTD_DCtx* NewDecoderContext() {
+  return ZSTD_createDCtx_advanced(ZSTD_customMem{DecoderAlloc, DecoderFree, nullptr});
+}
 
 }  // namespace
 
@@ -105,14 +183,17 @@ class GzipSource : public DecodingSource {
 class ZstdSource : public DecodingSource {
  public:
   explicit ZstdSource(std::unique_ptr<SequentialFile> f)
-      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(ZSTD_createDCtx()) {}
+      : DecodingSource(std::move(f), ZSTD_DStreamInSize()), dctx_(NewDecoderContext()) {}
   // A context is never reused between sources: one reset by ZSTD_DCtx_reset keeps the buffers a
   // larger frame grew, and with them decodes in other steps than a fresh one, so two reads of a
   // corrupt stream (one after such a frame) met the damage at different records (fuzz_records).
+  // Only its memory is (NewDecoderContext).
   ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
 
  private:
   absl::Status Decode(char* buf, size_t n, size_t* produced) override {
+    *produced = 0;
+    if (dctx_ == nullptr) return absl::ResourceExhaustedError("no memory for a zstd decoder");
     ZSTD_outBuffer out{buf, n, 0};
     absl::Status s;
     while (out.pos < out.size) {

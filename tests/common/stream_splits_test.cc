@@ -251,22 +251,41 @@ TEST(StreamSplitsTest, ReadersReuseTheirThreadsBuffers) {
   Write(t.Join("corrupt.jsonl.zst"), zc);
   Write(t.Join("corrupt.jsonl.gz"), gc);
   Write(t.Join("trunc.jsonl.zst"), z.substr(0, z.size() / 3));
+  // A stream whose window (2 MiB at zstd's level 3) is larger than the small one's: its decoder's
+  // memory, kept by the thread, then serves the small stream's smaller requests (and the other way
+  // round), damaged or not.
+  const std::string big = Zstd(Corpus(6000));
+  std::string big_corrupt = big;
+  for (size_t i = big.size() / 2; i < big.size() / 2 + 64; ++i) {
+    big_corrupt[i] = static_cast<char>(big_corrupt[i] ^ 0x5A);
+  }
+  Write(t.Join("big.jsonl.zst"), big);
+  Write(t.Join("bigcorrupt.jsonl.zst"), big_corrupt);
   auto whole = [&](const std::string& name) {
     Case c = Plan(t.Join(name), uint64_t{1} << 40, InputOptions());
     return ReadSplits(c.file, c.splits, InputOptions(), nullptr);
   };
-  Outcome fresh_z, fresh_g;
-  std::thread([&] {
-    fresh_z = whole("good.jsonl.zst");
-    fresh_g = whole("good.jsonl.gz");
-  }).join();
-  ASSERT_TRUE(fresh_z.error.empty()) << fresh_z.error;
-  ASSERT_EQ(fresh_z.records.size(), 600u);
+  const std::vector<std::string> names = {"good.jsonl.zst", "good.jsonl.gz", "big.jsonl.zst",
+                                          "bigcorrupt.jsonl.zst", "corrupt.jsonl.zst"};
+  std::vector<Outcome> fresh(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::thread([&, i] { fresh[i] = whole(names[i]); }).join();  // a thread that read nothing
+  }
+  ASSERT_TRUE(fresh[0].error.empty()) << fresh[0].error;
+  ASSERT_EQ(fresh[0].records.size(), 600u);
+  ASSERT_TRUE(fresh[2].error.empty()) << fresh[2].error;
+  ASSERT_EQ(fresh[2].records.size(), 6000u);
+  ASSERT_FALSE(fresh[3].error.empty());
   for (int round = 0; round < 3; ++round) {
-    for (const char* bad : {"corrupt.jsonl.zst", "trunc.jsonl.zst", "corrupt.jsonl.gz"}) {
-      EXPECT_FALSE(whole(bad).error.empty()) << bad;
-      EXPECT_EQ(whole("good.jsonl.zst"), fresh_z) << "after " << bad;
-      EXPECT_EQ(whole("good.jsonl.gz"), fresh_g) << "after " << bad;
+    for (const char* bad : {"corrupt.jsonl.zst", "trunc.jsonl.zst", "corrupt.jsonl.gz",
+                            "bigcorrupt.jsonl.zst", "big.jsonl.zst"}) {
+      const Outcome after = whole(bad);
+      if (std::string(bad) != "big.jsonl.zst") {
+        EXPECT_FALSE(after.error.empty()) << bad;
+      }
+      for (size_t i = 0; i < names.size(); ++i) {
+        EXPECT_EQ(whole(names[i]), fresh[i]) << names[i] << " after " << bad;
+      }
     }
   }
 }

@@ -383,6 +383,42 @@ absl::Status AddDedupPeerFigures(Report* report, const Options& options,
                    ", the signatures stage's shingles kept for verification (not the default)"),
       whole_kept, "update_batch + MinHashLSH insert/query, per core", "whole_mb_per_s",
       "extra: where most documents are candidates");
+  // The same two measured in turns (grist's whole dedup of the sample, then datasketch on its
+  // prefix, each once a turn): the VM's speed moves between the peer's runs above and grist's, so
+  // each turn's pair gives a ratio of its own; their median and range say how reliable the ratio
+  // is. Rates only (no pairs scored).
+  if (peer.ok() && stats_of("datasketch_whole_mb_per_s")) {
+    std::vector<double> ours_turns, peer_turns, ratios;
+    Options once = options;
+    once.warmup = 0;
+    once.repetitions = 1;
+    for (int turn = 0; turn < std::max(3, reps); ++turn) {
+      ASSIGN_OR_RETURN(Stats g, WholeDedupPerCore(once, sample_path, bytes, tmp, nullptr));
+      auto p = RunPythonPeer("bench_dedup_peers.py", "datasketch",
+                             {path, "--peers", "datasketch", "--no-scores", "--repetitions", "1",
+                              "--warmup", "0"});
+      if (!p.ok()) break;
+      const std::vector<double> d = PeerJsonNumbers(p->json, "datasketch_whole_mb_per_s");
+      if (d.empty() || d[0] <= 0) break;
+      ours_turns.push_back(g.median);
+      peer_turns.push_back(d[0]);
+      ratios.push_back(g.median / d[0]);
+    }
+    if (!ratios.empty()) {
+      Figure fig{absl::StrFormat("whole dedup per core, %s, in %zu turns with datasketch",
+                                 what, ratios.size()),
+                 "MB/s", Stats::Of(ours_turns),
+                 absl::StrCat(label("datasketch"), " update_batch + MinHashLSH, per core, each "
+                              "turn right after grist's"),
+                 Stats::Of(peer_turns)};
+      fig.target = ">= 20 x datasketch";
+      const Stats r = Stats::Of(ratios);
+      report->AddNote(absl::StrFormat(
+          "ratio of each turn, whole dedup per core / datasketch: %.3gx [%.3g, %.3g] (%zu turns)",
+          r.median, r.min, r.max, ratios.size()));
+      report->AddFigure(std::move(fig));
+    }
+  }
   if (peer.ok()) {
     for (const char* name : {"datasketch", "rensa", "datatrove"}) {
       const double truth = PeerJsonNumber(json, absl::StrCat(name, "_truth_pairs"), -1);

@@ -238,6 +238,8 @@ def main():
     ap.add_argument("--ngram", type=int, default=5)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--peers", default="datasketch,rensa,datatrove")
+    ap.add_argument("--no-scores", action="store_true",
+                    help="rates only: no exact pairs, precision or recall (the interleaved runs)")
     for peer in ("datasketch", "rensa", "datatrove"):
         ap.add_argument(f"--max-mb-{peer}", type=float, default=0,
                         help=f"run {peer} on the first MB of text only (0: every document)")
@@ -261,10 +263,12 @@ def main():
         n = prefix(texts, getattr(a, f"max_mb_{name}"))
         nbytes = sum(sizes[:n])
         sets = all_sets[:n]
-        if n not in truths:
+        if n not in truths and not a.no_scores:
             truths[n] = truth_pairs(sets, a.threshold)
-        truth = truths[n]
-        r = {"docs": n, "bytes": nbytes, "truth_pairs": len(truth)}
+        truth = truths.get(n, set())
+        r = {"docs": n, "bytes": nbytes}
+        if not a.no_scores:
+            r["truth_pairs"] = len(truth)
         try:
             if name == "datasketch":
                 rates, pairs = run_datasketch(texts[:n], sets, a, nbytes)
@@ -273,10 +277,11 @@ def main():
             else:
                 rates, pairs = run_datatrove(texts[:n], a, nbytes)
             r.update(rates)
-            r.update(score(pairs, truth))
+            if not a.no_scores:
+                r.update(score(pairs, truth))
         except Exception as e:  # noqa: BLE001 - a failing peer is reported, the others go on
             r["error"] = f"{type(e).__name__}: {e}"
-        if a.grist_pairs:
+        if a.grist_pairs and not a.no_scores:
             mine = {p for p in grist if p[1] < n}
             r.update({f"grist_{k}": v for k, v in score(mine, truth).items()})
         out[name] = r

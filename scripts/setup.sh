@@ -8,6 +8,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git ca-certificates
+  # the test command's builds share their objects through it (scripts/test.sh, test_pip.py)
+  ccache
   # libraries
   libabsl-dev libxxhash-dev libzstd-dev zstd zlib1g-dev liburing-dev libsimdjson-dev
   libutf8proc-dev libtomlplusplus-dev libcli11-dev libhwy-dev libsentencepiece-dev sentencepiece

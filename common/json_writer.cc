@@ -130,7 +130,7 @@ void AppendJsonString(std::string* out, std::string_view s) {
       }
     }
     const unsigned char c = p[i];
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+    if (c < 0x80 && !IsSpecialByte(c)) {
       ++i;
       continue;
     }

@@ -95,8 +95,10 @@ class Packer {
   // packed, as long as the owners it holds come to at most twice bestfit_window_tokens (a buffer
   // of long documents with a short one among them would otherwise stay for that one); past that
   // it copies. The samples are the same either way.
-  absl::Status Add(std::span<const int32_t> document, std::shared_ptr<const void> owner = nullptr,
-                   uint64_t owner_tokens = 0);
+  absl::Status Add(std::span<const int32_t> document, std::shared_ptr<const void> owner,
+                   uint64_t owner_tokens);
+  // Adds the next document, copying what the packer keeps of it.
+  absl::Status Add(std::span<const int32_t> document) { return Add(document, nullptr, 0); }
   // Emits what is buffered (the last partial sample, the last bestfit window).
   absl::Status Finish();
   const PackStats& stats() const { return stats_; }

@@ -38,7 +38,6 @@ ShingleCache::ShingleCache(size_t splits, uint64_t max_bytes)
     Close();
     return;
   }
-  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // fewer faults as it fills; advisory
   base_ = static_cast<uint64_t*>(p);
   words_ = bytes / 8;
 }

@@ -159,7 +159,8 @@ RunOptions OneThread() {
 absl::StatusOr<Stats> WholeDedupPerCore(const Options& options, const std::string& path,
                                         uint64_t bytes, const std::string& tmp,
                                         std::vector<dedup::StageTiming>* stages,
-                                        bool keep_shingles = false) {
+                                        dedup::DedupOptions::KeepShingles keep_shingles =
+                                            dedup::DedupOptions::KeepShingles::kDecide) {
   Env* env = Env::Default();
   const RunOptions run = OneThread();
   dedup::DedupOptions o;
@@ -293,10 +294,13 @@ absl::Status AddDedupPeerFigures(Report* report, const Options& options,
   std::vector<dedup::StageTiming> stages;
   ASSIGN_OR_RETURN(Stats whole, WholeDedupPerCore(options, sample_path, bytes, tmp, &stages));
   ASSIGN_OR_RETURN(Stats whole_prefix, WholeDedupPerCore(options, path, prefix_bytes, tmp, nullptr));
-  // With the signatures stage's shingles kept for verification (dedup.h, keep_shingles: not the
-  // default, it pays only where most documents are candidates, as here).
+  // The signatures stage's shingles always kept for verification, and never (dedup.h,
+  // keep_shingles: by default a trial over the first splits decides; here it keeps them).
+  using Keep = dedup::DedupOptions::KeepShingles;
   ASSIGN_OR_RETURN(Stats whole_kept,
-                   WholeDedupPerCore(options, sample_path, bytes, tmp, nullptr, true));
+                   WholeDedupPerCore(options, sample_path, bytes, tmp, nullptr, Keep::kAlways));
+  ASSIGN_OR_RETURN(Stats whole_unkept,
+                   WholeDedupPerCore(options, sample_path, bytes, tmp, nullptr, Keep::kNever));
   // The same documents as `grist clean` hands them to dedup in a pipeline: a grist part (zstd
   // frames with a frame index), whose frames of kept documents the filter copies as they are.
   const std::string part_dir = tmp + "/grist_sample_part";
@@ -380,9 +384,14 @@ absl::Status AddDedupPeerFigures(Report* report, const Options& options,
       "update_batch + MinHashLSH insert/query, per core", "whole_mb_per_s", ">= 20 x datasketch");
   add("datasketch",
       absl::StrCat("whole dedup per core, ", what,
-                   ", the signatures stage's shingles kept for verification (not the default)"),
+                   ", the signatures stage's shingles always kept for verification"),
       whole_kept, "update_batch + MinHashLSH insert/query, per core", "whole_mb_per_s",
-      "extra: where most documents are candidates");
+      "extra: what the trial chose here");
+  add("datasketch",
+      absl::StrCat("whole dedup per core, ", what,
+                   ", shingles never kept (candidates' splits read again)"),
+      whole_unkept, "update_batch + MinHashLSH insert/query, per core", "whole_mb_per_s",
+      "extra: the default before the trial");
   // The same two measured in turns (grist's whole dedup of the sample, then datasketch on its
   // prefix, each once a turn): the VM's speed moves between the peer's runs above and grist's, so
   // each turn's pair gives a ratio of its own; their median and range say how reliable the ratio

@@ -91,7 +91,7 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
   // The candidates' shingles for verification from memory rather than a second read of the
   // input, in an eighth of the budget (the buckets stage drops them when its records need it).
-  if (c.opt.keep_shingles && c.opt.near && c.opt.verify) {
+  if (c.opt.keep_shingles != DedupOptions::KeepShingles::kNever && c.opt.near && c.opt.verify) {
     c.shingle_cache = std::make_unique<internal::ShingleCache>(c.splits.size(),
                                                                c.opt.memory_limit / 8);
   }

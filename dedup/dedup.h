@@ -80,16 +80,18 @@ struct DedupOptions {
   // Remove every line that occurs in more than one document (CS336's exact line dedup); a
   // document left empty is removed with reason "lines".
   bool line_dedup = false;
-  // All stages in one process (RunDedup) with verification: the signatures stage keeps every
-  // document's shingle hashes in memory (an eighth of the budget) so that the clusters stage
+  // All stages in one process (RunDedup) with verification: whether the signatures stage keeps
+  // every document's shingle hashes in memory (an eighth of the budget) so that the clusters stage
   // makes the candidates' sets from them instead of reading their splits again. It pays where
-  // most documents are near-duplicate candidates (the peer sample of `grist bench dedup`: the
-  // clusters stage 0.09-0.15 s -> 0.05 s on one thread) and costs where few are: writing ~1.3
-  // bytes of fresh memory per input byte (the 94 MB build corpus, 28 candidate pairs: dedup
-  // 1.06 -> 1.20 s on one thread of the GPU host, peak RSS 21 -> 135 MB). Output identical. Not
-  // read from the config (a new key would change every release id) until a run decides it
-  // itself; tests and `grist bench dedup` set it.
-  bool keep_shingles = false;
+  // many splits hold candidates and costs where few do (about 1.3 bytes of fresh memory per input
+  // byte). kDecide, the default, keeps them while a trial over the first splits decides
+  // (KeepTrial, dedup/internal/shingle_cache.h): on the dev VM, one thread, the peer sample of
+  // `grist bench dedup` 0.36 -> 0.33 s (kept), 52 MB of Wikipedia-2015 with 4 candidate pairs
+  // 0.49 -> 0.50 s (abandoned; always keeping: 0.525 s, peak RSS 17 -> 81 MB) (docs/dedup.md).
+  // kAlways and kNever are for tests and the bench. Output identical in every case. Not read
+  // from the config (a new key would change every release id).
+  enum class KeepShingles { kNever, kDecide, kAlways };
+  KeepShingles keep_shingles = KeepShingles::kDecide;
   // Budget of one task: sort buffers, verification cache, splits in flight (docs/dedup.md).
   uint64_t memory_limit = 1ull << 30;
   // Run the merge stage's external path (rounds of hooking and pointer jumping over sorted files)
@@ -149,9 +151,17 @@ struct DedupReport {
   uint64_t verify_passes = 0;
   uint64_t spilled_set_bytes = 0;
   // Candidate documents whose sets the clusters stage made by reading their split of the input
-  // again: those whose shingles the signatures stage did not keep (a stage run on its own, or
-  // beyond a quarter of the budget). Depends on timing; no output does.
+  // again: those whose shingles the signatures stage did not keep (a stage run on its own, a
+  // cache the trial abandoned, or beyond its eighth of the budget). Depends on timing; no output
+  // does.
   uint64_t sets_from_input = 0;
+  // Signatures stage, when it could keep the shingles (RunDedup with verification): the splits of
+  // its trial, those among them that held a candidate document, whether it kept (1) or abandoned
+  // (0) the shingles, and the splits whose shingles were kept. All 0 otherwise.
+  uint64_t trial_splits = 0;
+  uint64_t trial_candidate_splits = 0;
+  uint64_t shingles_kept = 0;
+  uint64_t splits_kept = 0;
   // Merge stage: 0 when the edges fit its share of the budget (union-find in memory), else the
   // rounds of the external connected components (docs/dedup.md).
   uint64_t merge_rounds = 0;

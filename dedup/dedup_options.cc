@@ -197,6 +197,8 @@ std::string DedupReport::ToJson() const {
   w.Field("verified_pairs", verified_pairs).Field("duplicated_lines", duplicated_lines);
   w.Field("verify_passes", verify_passes).Field("spilled_set_bytes", spilled_set_bytes);
   w.Field("sets_from_input", sets_from_input);
+  w.Field("trial_splits", trial_splits).Field("trial_candidate_splits", trial_candidate_splits);
+  w.Field("shingles_kept", shingles_kept).Field("splits_kept", splits_kept);
   w.Field("merge_rounds", merge_rounds);
   w.Field("memory_limit_bytes", memory_limit);
   w.Field("num_perm", num_perm).Field("bands", bands).Field("rows", rows);

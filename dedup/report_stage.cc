@@ -73,6 +73,10 @@ absl::StatusOr<DedupReport> RunReport(Ctx& c) {
     switch (st) {
       case DedupStage::kSignatures:
         sig_docs = sum;
+        rep.trial_splits = sum[kTrialSplits];
+        rep.trial_candidate_splits = sum[kTrialCandidateSplits];
+        rep.shingles_kept = sum[kShinglesKept];
+        rep.splits_kept = sum[kSplitsKept];
         break;
       case DedupStage::kBuckets:
         rep.duplicated_lines = sum[kDupLines];

@@ -76,6 +76,12 @@ absl::Status RunSignatures(Ctx& c) {
     bool gathered = false;
   };
   ShingleCache* const cache = c.shingle_cache.get();
+  // Whether keeping the shingles pays, unless told to keep them: decided over the first splits,
+  // an eighth of the task's input and at most a 64th of the budget in bytes of its files.
+  std::optional<KeepTrial> trial;
+  if (cache != nullptr && c.opt.keep_shingles == DedupOptions::KeepShingles::kDecide) {
+    trial.emplace(std::max<uint64_t>(1, std::min(total_bytes / 8, c.opt.memory_limit / 64)));
+  }
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
   RETURN_IF_ERROR(OrderedParallel<SplitOut>(
@@ -154,6 +160,20 @@ absl::Status RunSignatures(Ctx& c) {
         if (lines_w) {
           for (const LineRecord& l : out.lines) RETURN_IF_ERROR(lines_w->Add(l));
         }
+        if (trial && trial->verdict() == KeepTrial::Verdict::kUndecided) {
+          for (size_t k = 0; k < n; ++k) {
+            const char* rec = out.sigs.data() + k * rec_size;
+            SigRecord r;
+            std::memcpy(&r, rec, sizeof(r));
+            if ((r.flags & (format::kFlagBadRecord | format::kFlagNoShingles)) != 0) continue;
+            trial->AddDoc(r.exact_hi, r.exact_lo, rec + sizeof(r), bands);
+          }
+          const InputSplit& sp = c.splits[mine[i]];
+          if (trial->EndSplit(sp.bytes, sp.file_index, sp.stream_stride > 0) ==
+              KeepTrial::Verdict::kAbandon) {
+            cache->Abandon();
+          }
+        }
         if (out.gathered) cache->Keep(mine[i], std::move(out.shingles));
         stats[kDocsIn] += out.docs;
         stats[kDocsRejected] += out.bad;
@@ -161,6 +181,15 @@ absl::Status RunSignatures(Ctx& c) {
         stats[kInputBytes] += out.bytes;
         return absl::OkStatus();
       }));
+  if (cache != nullptr) {
+    if (trial) {
+      stats[kTrialSplits] = trial->splits();
+      stats[kTrialCandidateSplits] = trial->candidate_splits();
+    }
+    stats[kShinglesKept] = cache->abandoned() ? 0 : 1;
+    stats[kSplitsKept] = cache->splits_kept();
+    if (cache->abandoned()) c.shingle_cache.reset();  // its memory back now
+  }
   RETURN_IF_ERROR(sig_w->Finish());
   RETURN_IF_ERROR(ids_w->Finish());
   if (lines_w) RETURN_IF_ERROR(lines_w->Finish());

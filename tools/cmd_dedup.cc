@@ -48,6 +48,12 @@ void PrintSummary(const dedup::DedupReport& r) {
                 HumanBytes(static_cast<double>(r.memory_limit)).c_str(),
                 (unsigned long long)r.sets_from_input);
   }
+  if (r.trial_splits > 0) {
+    std::printf("shingles for verification: %s (%llu of the trial's first %llu split(s) held "
+                "candidates)\n",
+                r.shingles_kept ? "kept in memory" : "not kept, candidates' splits read again",
+                (unsigned long long)r.trial_candidate_splits, (unsigned long long)r.trial_splits);
+  }
   for (const auto& s : r.stages) {
     std::printf("  %-10s %2d task(s) %8.2f s  %s read  peak RSS %s\n", s.stage.c_str(), s.tasks,
                 s.seconds, HumanBytes(static_cast<double>(s.input_bytes)).c_str(),

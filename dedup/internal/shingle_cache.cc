@@ -65,10 +65,74 @@ bool ShingleCache::Add(std::span<const uint64_t> hashes, DocSpan* span) {
 }
 
 void ShingleCache::Keep(size_t split, std::vector<DocSpan>&& docs) {
-  if (split >= splits_.size()) return;
+  if (abandoned_ || split >= splits_.size()) return;
   if (kept_[split] == 0) ++count_;
   kept_[split] = 1;
   splits_[split] = std::move(docs);
+}
+
+void ShingleCache::Abandon() {
+  Close();
+  abandoned_ = true;
+  std::vector<std::vector<DocSpan>>(splits_.size()).swap(splits_);
+  count_ = 0;
+}
+
+void KeepTrial::AddDoc(uint64_t exact_hi, uint64_t exact_lo, const void* band_hashes, int bands) {
+  if (verdict_ != Verdict::kUndecided) return;
+  if (!exact_.insert(exact_hi ^ (exact_lo * 0x9e3779b97f4a7c15ull)).second) return;  // a copy
+  const size_t current = splits_.size();
+  bool candidate = false;
+  for (int b = 0; b < bands; ++b) {
+    uint64_t h;
+    std::memcpy(&h, static_cast<const char*>(band_hashes) + 8 * static_cast<size_t>(b), 8);
+    // Band b's hash, told apart from the same value in another band.
+    const uint64_t key = h ^ ((static_cast<uint64_t>(b) + 1) * 0xc2b2ae3d27d4eb4full);
+    const auto [it, fresh] = bands_.try_emplace(key, static_cast<uint32_t>(current));
+    if (!fresh) {
+      if (it->second < current) Hit(it->second);
+      candidate = true;
+    }
+  }
+  if (candidate) current_hit_ = true;
+}
+
+void KeepTrial::Hit(size_t split) {
+  if (!splits_[split].hit) ++hit_count_;
+  splits_[split].hit = true;
+}
+
+KeepTrial::Verdict KeepTrial::EndSplit(uint64_t bytes, size_t file, bool stream) {
+  if (verdict_ != Verdict::kUndecided) return verdict_;
+  Split sp;
+  sp.bytes = bytes;
+  sp.file = file;
+  sp.stream = stream;
+  sp.file_bytes = (file_bytes_[file] += bytes);
+  splits_.push_back(sp);
+  if (current_hit_) Hit(splits_.size() - 1);
+  current_hit_ = false;
+  bytes_ += bytes;
+  if (bytes_ < trial_bytes_) return verdict_;
+  // What reading the candidates' splits again would take: each one's bytes, and for a stream
+  // file its bytes up to its last such split (decoded from the start of the file).
+  absl::flat_hash_map<size_t, uint64_t> stream_reach;
+  for (const Split& t : splits_) {
+    if (!t.hit) continue;
+    if (t.stream) {
+      uint64_t& reach = stream_reach[t.file];
+      reach = std::max(reach, t.file_bytes);
+    } else {
+      reread_bytes_ += t.bytes;
+    }
+  }
+  for (const auto& [f, reach] : stream_reach) reread_bytes_ += reach;
+  verdict_ = 2 * reread_bytes_ >= bytes_ ? Verdict::kKeep : Verdict::kAbandon;
+  // What the trial held is not needed any more.
+  absl::flat_hash_set<uint64_t>().swap(exact_);
+  absl::flat_hash_map<uint64_t, uint32_t>().swap(bands_);
+  absl::flat_hash_map<size_t, uint64_t>().swap(file_bytes_);
+  return verdict_;
 }
 
 }  // namespace grist::dedup::internal

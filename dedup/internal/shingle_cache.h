@@ -16,7 +16,9 @@
 // where the kernel compacts memory on a huge page's fault (defrag "madvise", Debian's default),
 // the signatures stage spent 0.1-0.25 s more in the kernel on 94 MB of input than with small pages
 // (docs/dedup.md). Each thread fills a block of the mapping at a time, so adding takes no lock.
-// Private to grist::dedup.
+//
+// Whether keeping pays is decided per run by a KeepTrial (below): a cache the trial finds not
+// worth it is abandoned, and no split is found in it afterwards. Private to grist::dedup.
 #ifndef GRIST_DEDUP_INTERNAL_SHINGLE_CACHE_H_
 #define GRIST_DEDUP_INTERNAL_SHINGLE_CACHE_H_
 
@@ -25,6 +27,9 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 namespace grist::dedup::internal {
 
@@ -67,13 +72,18 @@ class ShingleCache {
   // they do not fit. Any thread.
   bool Add(std::span<const uint64_t> hashes, DocSpan* span);
 
-  // Keeps `docs` (spans given by Add, by ordinal) as split `split`'s. One thread, not
-  // concurrently with Find.
+  // Keeps `docs` (spans given by Add, by ordinal) as split `split`'s; nothing once abandoned.
+  // One thread, not concurrently with Find.
   void Keep(size_t split, std::vector<DocSpan>&& docs);
+
+  // Closes the cache and forgets every split kept: Find finds none from now on, Add and Keep do
+  // nothing. Its memory goes with the cache. The thread that calls Keep, not concurrently with it.
+  void Abandon();
+  bool abandoned() const { return abandoned_; }
 
   // Split `split`'s documents, or nothing if they were not kept.
   bool Find(size_t split, SplitView* view) const {
-    if (split >= kept_.size() || kept_[split] == 0) return false;
+    if (abandoned_ || split >= kept_.size() || kept_[split] == 0) return false;
     *view = SplitView(base_, &splits_[split]);
     return true;
   }
@@ -97,7 +107,66 @@ class ShingleCache {
   std::vector<std::vector<DocSpan>> splits_;
   std::vector<uint8_t> kept_;
   size_t count_ = 0;
+  bool abandoned_ = false;
   std::atomic<bool> open_{true};
+};
+
+// Decides whether keeping the shingles pays, from the first documents of a task seen in split
+// order (the signatures stage's ordered consumer): deterministic for any thread count.
+//
+// Keeping costs fresh memory for every document (about 1.3 bytes per input byte, and first touch
+// is slow on VMs); it saves reading again, decoding, parsing and shingling each split that holds
+// a candidate document (the clusters stage reads a whole split for one, and a stream split of a
+// compressed file without a frame index after decoding the file up to it). So the trial covers
+// the first splits, up to `trial_bytes` (at least one split), and finds the documents among them
+// whose band hashes equal an earlier document's (LSH candidates; a document whose exact hash was
+// seen before is an exact copy, verified without sets, and is left out). It keeps if the bytes
+// that reading the candidates' splits again would take (a stream file's up to its last such
+// split) are at least half the trial's bytes, else the cache is abandoned: a run where keeping
+// does not pay pays for the trial's shingles at most. Pairs with one document beyond the trial
+// are not seen, so where duplicates lie far apart the trial may abandon a cache that would have
+// paid: the run then reads those splits again, as without a cache.
+class KeepTrial {
+ public:
+  enum class Verdict { kUndecided, kKeep, kAbandon };
+  // `trial_bytes`: where the trial ends (a split that takes the bytes seen to it or past is the
+  // trial's last).
+  explicit KeepTrial(uint64_t trial_bytes) : trial_bytes_(trial_bytes) {}
+
+  // One document of the current split: its exact hash and its `bands` band hashes (8 bytes each,
+  // native order, as a signature record holds them: any alignment).
+  void AddDoc(uint64_t exact_hi, uint64_t exact_lo, const void* band_hashes, int bands);
+  // Ends the current split: its (planned) bytes, its file, and whether it is a stream split.
+  // The verdict once the trial is over, kUndecided before.
+  Verdict EndSplit(uint64_t bytes, size_t file, bool stream);
+
+  Verdict verdict() const { return verdict_; }
+  uint64_t splits() const { return splits_.size(); }
+  // Splits of the trial that hold a candidate document (found within the trial).
+  uint64_t candidate_splits() const { return hit_count_; }
+  // Bytes of the trial, and those reading the candidates' splits again would take.
+  uint64_t bytes() const { return bytes_; }
+  uint64_t reread_bytes() const { return reread_bytes_; }
+
+ private:
+  struct Split {
+    uint64_t bytes = 0;
+    uint64_t file_bytes = 0;  // the trial's bytes of its file up to and including it
+    size_t file = 0;
+    bool stream = false;
+    bool hit = false;
+  };
+  void Hit(size_t split);
+
+  const uint64_t trial_bytes_;
+  uint64_t bytes_ = 0, reread_bytes_ = 0;
+  uint64_t hit_count_ = 0;
+  bool current_hit_ = false;  // the current split holds a candidate
+  Verdict verdict_ = Verdict::kUndecided;
+  std::vector<Split> splits_;                      // ended, then the current one
+  absl::flat_hash_set<uint64_t> exact_;            // exact hashes seen (folded to 64 bits)
+  absl::flat_hash_map<uint64_t, uint32_t> bands_;  // (band, hash) folded -> first split
+  absl::flat_hash_map<size_t, uint64_t> file_bytes_;  // the trial's bytes of each file so far
 };
 
 }  // namespace grist::dedup::internal

@@ -67,6 +67,10 @@ enum StatSlot : size_t {
   kSpilledSetBytes,
   kMergeRounds,
   kSetsFromInput,
+  kTrialSplits,
+  kTrialCandidateSplits,
+  kShinglesKept,
+  kSplitsKept,
   kNumSlots,
 };
 // After kNumSlots: (cluster size, count) pairs (merge stage).

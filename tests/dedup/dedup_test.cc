@@ -115,6 +115,7 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
   ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(40, 10)).ok());
   DedupOptions o = Budget64();
   o.split_bytes = 16 << 10;  // many splits
+  o.keep_shingles = DedupOptions::KeepShingles::kNever;
   auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("t1"), o, Quiet(1));
   ASSERT_TRUE(r1.ok()) << r1.status();
   auto r2 = RunDedup(Env::Default(), {input}, tmp.Join("t2"), o, Quiet(2));
@@ -140,7 +141,7 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
       auto r = RunDedupStage(Env::Default(), st, {input}, out3, o, run);
       ASSERT_TRUE(r.ok()) << DedupStageName(st) << " task " << t << ": " << r.status();
       if (st == DedupStage::kReport) {
-        // No shingles kept (stages on their own, or keep_shingles off): every set read from the
+        // No shingles kept (stages on their own, or kNever): every set read from the
         // input, by each clusters task for the candidates of its pairs (a document may be in
         // several tasks' pairs).
         EXPECT_GT(r1->sets_from_input, 0u);
@@ -280,12 +281,13 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
     DedupOptions big = Budget64();  // one pass: everything fits
     big.verify = verify;
     big.split_bytes = 64 << 10;
+    big.keep_shingles = DedupOptions::KeepShingles::kNever;
     auto r1 = RunDedup(Env::Default(), {input}, tmp.Join("big"), big, Quiet(1));
     ASSERT_TRUE(r1.ok()) << r1.status();
     EXPECT_EQ(r1->verify_passes, 1u);  // everything fits: one scan of the spilled sets
     EXPECT_GT(r1->removed_near, 500u);
     EXPECT_EQ(r1->removed_exact, 1200u);  // the second copies
-    // The signatures stage's shingles are not kept (keep_shingles off): every candidate's set
+    // The signatures stage's shingles are not kept (kNever): every candidate's set
     // is recomputed from the input.
     if (!verify) {
       candidate_docs = r1->sets_from_input;
@@ -329,7 +331,7 @@ TEST(Dedup, TinyMemoryLimitGivesTheSameOutputAsALargeOne) {
   }
 }
 
-// With keep_shingles, the clusters stage makes the candidates' sets from the shingles the
+// With keep_shingles kAlways, the clusters stage makes the candidates' sets from the shingles the
 // signatures stage kept (RunDedup, within an eighth of the budget), from the input where they
 // were not kept, or both: the output is the same.
 TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
@@ -352,7 +354,7 @@ TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
   // 64 MB: every split kept. 12 MB: 1.5 MB of shingles kept, fewer than the corpus has (about
   // 1.9 MB; here 124-157 of 822 candidates' sets then come from the input), while its bucket
   // records (1.2 MB sorted in memory) still fit beside them.
-  o.keep_shingles = true;
+  o.keep_shingles = DedupOptions::KeepShingles::kAlways;
   for (uint64_t mb : {64, 12}) {
     SCOPED_TRACE(mb);
     o.memory_limit = mb << 20;
@@ -368,6 +370,70 @@ TEST(Dedup, SetsFromKeptShinglesOrFromTheInputGiveTheSameOutput) {
       }
       EXPECT_EQ(OutputBytes(out), kept);
       EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), OutputBytes(JoinPath(staged, "removed")));
+    }
+  }
+}
+
+// By default (kDecide) a trial over the first eighth of the input decides whether the shingles
+// are kept: on a corpus of near-duplicate families every split holds candidates, so they are
+// kept; on distinct documents with one near pair (in the last split) none of the trial's splits
+// does, so the cache is abandoned and the pair's sets come from the input. The verdict is the
+// same for any thread count, and the output is the one without a cache.
+TEST(Dedup, TheTrialKeepsTheShinglesWhereCandidatesAreManyAndOnlyThere) {
+  TempDir tmp;
+  Rng rng(5);
+  std::string distinct;
+  const std::string base = Words(rng, 200);
+  for (int i = 0; i < 400; ++i) distinct += JsonLine(Words(rng, 120));
+  distinct += JsonLine(base) + JsonLine(Mutate(base, 2, 9));
+  struct Case {
+    const char* name;
+    std::string corpus;
+    bool kept;
+  };
+  for (const Case& k : {Case{"families", FamilyCorpus(40, 15), true},
+                        Case{"distinct", distinct, false}}) {
+    SCOPED_TRACE(k.name);
+    const std::string input = tmp.Join(absl::StrCat(k.name, ".jsonl"));
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, k.corpus).ok());
+    DedupOptions o = Budget64();
+    o.split_bytes = 16 << 10;
+    o.keep_shingles = DedupOptions::KeepShingles::kNever;
+    const std::string never = tmp.Join(absl::StrCat(k.name, "-never"));
+    auto r0 = RunDedup(Env::Default(), {input}, never, o, Quiet(2));
+    ASSERT_TRUE(r0.ok()) << r0.status();
+    EXPECT_EQ(r0->trial_splits, 0u);
+    EXPECT_EQ(r0->shingles_kept, 0u);
+    EXPECT_GT(r0->sets_from_input, 0u);
+    EXPECT_GT(r0->removed_near, 0u);
+    o.keep_shingles = DedupOptions::KeepShingles::kDecide;
+    uint64_t trial_splits = 0, candidate_splits = 0;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(threads);
+      const std::string out = tmp.Join(absl::StrCat(k.name, "-decide", threads));
+      auto r = RunDedup(Env::Default(), {input}, out, o, Quiet(threads));
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_GT(r->trial_splits, 1u);
+      if (threads == 1) {
+        trial_splits = r->trial_splits;
+        candidate_splits = r->trial_candidate_splits;
+      }
+      EXPECT_EQ(r->trial_splits, trial_splits);
+      EXPECT_EQ(r->trial_candidate_splits, candidate_splits);
+      if (k.kept) {
+        EXPECT_EQ(r->trial_candidate_splits, r->trial_splits);
+        EXPECT_EQ(r->shingles_kept, 1u);
+        EXPECT_GT(r->splits_kept, r->trial_splits);
+        EXPECT_EQ(r->sets_from_input, 0u);
+      } else {
+        EXPECT_EQ(r->trial_candidate_splits, 0u);
+        EXPECT_EQ(r->shingles_kept, 0u);
+        EXPECT_EQ(r->splits_kept, 0u);
+        EXPECT_EQ(r->sets_from_input, r0->sets_from_input);
+      }
+      EXPECT_EQ(r->removed_near, r0->removed_near);
+      EXPECT_EQ(OutputBytes(out), OutputBytes(never));
+      EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), OutputBytes(JoinPath(never, "removed")));
     }
   }
 }

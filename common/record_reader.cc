@@ -19,6 +19,12 @@
 
 namespace grist {
 
+absl::StatusOr<bool> RecordReader::Skip(uint64_t* input_bytes) {
+  ASSIGN_OR_RETURN(bool more, Next(&skip_doc_));
+  if (more) *input_bytes = skip_doc_.input_bytes;
+  return more;
+}
+
 namespace {
 
 using internal::Buffer;
@@ -84,31 +90,45 @@ class JsonlReader : public RecordReader {
   }
 
   absl::StatusOr<bool> Next(Document* doc) override {
+    std::string_view line;
+    uint64_t raw_bytes = 0;
+    bool oversized = false;
+    ASSIGN_OR_RETURN(bool more, NextLine(&line, &raw_bytes, &oversized));
+    if (more) Fill(doc, line, raw_bytes, oversized);
+    return more;
+  }
+
+  absl::StatusOr<bool> Skip(uint64_t* input_bytes) override {
+    std::string_view line;
+    bool oversized = false;
+    return NextLine(&line, input_bytes, &oversized);
+  }
+
+  uint64_t bytes_consumed() const override { return src_->consumed(); }
+
+ private:
+  // The next record's line (blank lines are not records), as the line reader gives it.
+  absl::StatusOr<bool> NextLine(std::string_view* line, uint64_t* raw_bytes, bool* oversized) {
     if (empty_) return false;
     while (true) {
       if (raw_ != nullptr && split_.end != UINT64_MAX) {
         // Stop once the next line would start at or after the split's end.
         if (split_.begin + skipped_ + consumed_in_lines_ >= split_.end) return false;
       }
-      std::string_view line;
-      uint64_t raw_bytes = 0;
-      bool oversized = false;
-      auto more = lines_.Next(&line, &raw_bytes, &oversized);
+      *raw_bytes = 0;
+      *oversized = false;
+      auto more = lines_.Next(line, raw_bytes, oversized);
       if (!more.ok()) {
         return Annotate(more.status(), absl::StrCat("after line ", line_no_));
       }
       if (!*more) return false;
-      consumed_in_lines_ += raw_bytes;
+      consumed_in_lines_ += *raw_bytes;
       ++line_no_;
-      if (!oversized && IsBlank(line)) continue;  // blank lines are not records
-      Fill(doc, line, raw_bytes, oversized);
+      if (!*oversized && IsBlank(*line)) continue;  // blank lines are not records
       return true;
     }
   }
 
-  uint64_t bytes_consumed() const override { return src_->consumed(); }
-
- private:
   void Fill(Document* doc, std::string_view line, uint64_t raw_bytes, bool oversized) {
     doc->text.clear();
     doc->metadata = "{}";

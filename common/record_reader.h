@@ -22,8 +22,16 @@ class RecordReader {
   // Returns true with *doc filled, false at the end of the split, or an error for a file-level
   // problem (unreadable, truncated or corrupt compressed stream), naming the file and line.
   virtual absl::StatusOr<bool> Next(Document* doc) = 0;
+  // Passes over the next record as Next would return it, without parsing it where the format
+  // allows (JSON Lines: the line is found, not parsed): true with *input_bytes set to what Next
+  // would give as doc->input_bytes, false at the end of the split, or Next's file-level error.
+  // Records skipped and read count alike, so ordinals stay the same.
+  virtual absl::StatusOr<bool> Skip(uint64_t* input_bytes);
   // Bytes of the input consumed so far (compressed bytes for compressed files).
   virtual uint64_t bytes_consumed() const = 0;
+
+ private:
+  Document skip_doc_;  // Skip's record, for the readers that parse it anyway
 };
 
 // Opens a reader of `split` of `file` (a split PlanSplits made for it). INVALID_ARGUMENT for a bad

@@ -198,10 +198,9 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
           return out;
         }
         from_input->fetch_add(group.keys.size(), std::memory_order_relaxed);
-        RETURN_IF_ERROR(
-            ForEachDoc(c, group.split, [&](uint64_t key, const Document& doc) -> absl::Status {
-              bytes_read->fetch_add(doc.input_bytes, std::memory_order_relaxed);
-              if (next >= group.keys.size() || group.keys[next] != key) return absl::OkStatus();
+        uint64_t split_bytes = 0;
+        RETURN_IF_ERROR(ForEachWantedDoc(
+            c, group.split, group.keys, [&](uint64_t key, const Document& doc) -> absl::Status {
               set.clear();
               if (doc.error.empty()) {
                 if (c.opt.verify) {
@@ -214,9 +213,9 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
               }
               internal::AppendSetRecord(&out.data, key, set);
               ++out.records;
-              ++next;
               return absl::OkStatus();
-            }, nullptr, decoders.get()));
+            }, &split_bytes, &next, decoders.get()));
+        bytes_read->fetch_add(split_bytes, std::memory_order_relaxed);
         if (next != group.keys.size()) {
           return absl::FailedPreconditionError(absl::StrCat(
               "dedup: the input changed since the signatures stage (document ", group.keys[next],

@@ -172,6 +172,44 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
   return absl::OkStatus();
 }
 
+// As ForEachDoc without progress, for the documents of `keys` alone (sorted keys of split
+// `split_index`): `fn(key, doc)` sees each of them in order, and the split's other records are
+// passed over without being parsed (RecordReader::Skip). *input_bytes gets the input bytes of
+// every record of the split, read or passed over; *found the number of keys found (fewer than
+// keys.size() if the split does not hold them all: the caller's error).
+template <typename Fn>
+absl::Status ForEachWantedDoc(const Ctx& c, size_t split_index, const std::vector<uint64_t>& keys,
+                              Fn fn, uint64_t* input_bytes, size_t* found,
+                              SplitDecoders* decoders = nullptr) {
+  const InputSplit& split = c.splits[split_index];
+  ASSIGN_OR_RETURN(auto reader, OpenRecordReader(c.env, c.files[split.file_index], split,
+                                                 c.opt.input, decoders));
+  Document doc;
+  uint64_t ordinal = 0;
+  *found = 0;
+  while (true) {
+    if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(c.files[split.file_index].path, ": too many records in one split"));
+    }
+    const uint64_t key = MakeKey(split_index, ordinal);
+    if (*found < keys.size() && keys[*found] == key) {
+      ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
+      if (!more) break;
+      *input_bytes += doc.input_bytes;
+      RETURN_IF_ERROR(fn(key, doc));
+      ++*found;
+    } else {
+      uint64_t bytes = 0;
+      ASSIGN_OR_RETURN(bool more, reader->Skip(&bytes));
+      if (!more) break;
+      *input_bytes += bytes;
+    }
+    ++ordinal;
+  }
+  return absl::OkStatus();
+}
+
 // Removes outputs "<stem>-IIIII-of-MMMMM.bin" of an earlier run of this stage with another task
 // count M != tasks (they would make the next stage's task set ambiguous).
 absl::Status RemoveStaleTaskFiles(Env* env, const std::string& dir, const std::string& stem,

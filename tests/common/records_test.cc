@@ -288,6 +288,81 @@ TEST(RecordsTest, ByteRangeSplitsMatchWholeFileRead) {
   }
 }
 
+// Skip passes over the same records Next returns (blank lines are none; bad records are), with
+// the same input bytes, so that a reader mixing the two sees every record it reads as Next alone
+// gives it: plain, gzip and zstd JSON Lines, byte-range splits, text blocks.
+TEST(RecordsTest, SkipPassesOverTheRecordsNextReturns) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; i < 400; ++i) {
+    if (i % 9 == 0) body += "\n   \n";                        // blank lines
+    if (i % 13 == 0) body += "{\"text\": broken\n";          // malformed JSON: a record
+    if (i % 31 == 0) body += "{\"text\": \"\xff\xfe bad utf8\"}\n";  // repaired
+    if (i % 57 == 0) body += "{\"text\": \"" + std::string(3000, 'o') + "\"}\n";  // oversized
+    body += "{\"text\": \"doc " + std::to_string(i) + std::string(i % 23, 'y') + "\"}\n";
+  }
+  body += "{\"text\": \"last, no newline\"}";
+  Write(t.Join("p.jsonl"), body);
+  Write(t.Join("g.jsonl.gz"), Gzip(body));
+  Write(t.Join("z.jsonl.zst"), Zstd(body));
+  std::string blocks;
+  for (int i = 0; i < 50; ++i) blocks += "block " + std::to_string(i) + "\nline\n\n\n";
+  Write(t.Join("b.txt"), blocks);
+  InputOptions o;
+  o.max_record_bytes = 2000;
+  InputOptions ob;
+  ob.txt_mode = "blocks";
+  struct Case {
+    std::string name;
+    InputOptions opts;
+    uint64_t split;
+  };
+  for (const Case& k : {Case{"p.jsonl", o, 1u << 30}, Case{"p.jsonl", o, 700},
+                        Case{"g.jsonl.gz", o, 1u << 30}, Case{"z.jsonl.zst", o, 1u << 30},
+                        Case{"b.txt", ob, 1u << 30}}) {
+    SCOPED_TRACE(k.name + " " + std::to_string(k.split));
+    const auto whole = ReadAll(t.Join(k.name), k.opts, k.split);
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    ASSERT_GT(whole.docs.size(), 40u);
+    auto files = ListInputs(Env::Default(), {t.Join(k.name)});
+    ASSERT_TRUE(files.ok());
+    auto splits = PlanSplits(Env::Default(), *files, k.split);
+    ASSERT_TRUE(splits.ok());
+    if (k.split < 1000) {
+      EXPECT_GT(splits->size(), 5u);
+    }
+    for (int every : {2, 3, 7}) {
+      size_t n = 0;
+      for (const auto& s : *splits) {
+        auto reader = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, k.opts);
+        ASSERT_TRUE(reader.ok()) << reader.status();
+        Document d;
+        for (int i = 0;; ++i) {
+          if (i % every == 0) {
+            uint64_t bytes = 0;
+            auto more = (*reader)->Skip(&bytes);
+            ASSERT_TRUE(more.ok()) << more.status();
+            if (!*more) break;
+            ASSERT_LT(n, whole.docs.size());
+            EXPECT_EQ(bytes, whole.docs[n].input_bytes) << "record " << n;
+          } else {
+            auto more = (*reader)->Next(&d);
+            ASSERT_TRUE(more.ok()) << more.status();
+            if (!*more) break;
+            ASSERT_LT(n, whole.docs.size());
+            EXPECT_EQ(d.text, whole.docs[n].text) << "record " << n;
+            EXPECT_EQ(d.line, whole.docs[n].line) << "record " << n;
+            EXPECT_EQ(d.error, whole.docs[n].error) << "record " << n;
+            EXPECT_EQ(d.input_bytes, whole.docs[n].input_bytes) << "record " << n;
+          }
+          ++n;
+        }
+      }
+      EXPECT_EQ(n, whole.docs.size()) << "every " << every;
+    }
+  }
+}
+
 // Each split of an uncompressed file reads about its own bytes: the line crossing its end costs a
 // small tail, not a whole read buffer (64 KiB splits once read 1 MiB each, 16 times the file).
 TEST(RecordsTest, ByteRangeSplitsReadAboutTheFileOnce) {

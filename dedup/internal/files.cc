@@ -1,5 +1,6 @@
 #include "dedup/internal/files.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <unistd.h>
@@ -290,6 +291,82 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
   std::vector<std::string> out;
   for (const auto& [task, name] : parts.names) out.push_back(JoinPath(dir, name));
   return out;
+}
+
+
+namespace {
+
+// Moves the records of [data, data + n) into the buckets `key` gives them (0 <= key < buckets),
+// in bucket order, in place (an American flag sort pass); `start` gets each bucket's beginning
+// (buckets + 1 entries).
+template <typename Key>
+void PermuteIntoBuckets(format::BucketRecord* data, size_t n, size_t buckets, Key key,
+                        std::vector<size_t>* start) {
+  start->assign(buckets + 1, 0);
+  for (size_t i = 0; i < n; ++i) ++(*start)[key(data[i]) + 1];
+  for (size_t k = 0; k < buckets; ++k) (*start)[k + 1] += (*start)[k];
+  std::vector<size_t> next(start->begin(), start->end() - 1);
+  for (size_t k = 0; k < buckets; ++k) {
+    const size_t end = (*start)[k + 1];
+    while (next[k] < end) {
+      const size_t d = key(data[next[k]]);
+      if (d == k) {
+        ++next[k];
+      } else {
+        std::swap(data[next[k]], data[next[d]++]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void SortRecords(format::BucketRecord* data, size_t n) {
+  constexpr size_t kSmall = 64;
+  constexpr uint64_t kMaxTags = 4096;  // more distinct tags than a dedup writes: std::sort
+  if (n < kSmall) {
+    std::sort(data, data + n);
+    return;
+  }
+  uint64_t max_tag = 0;
+  for (size_t i = 0; i < n; ++i) max_tag = std::max(max_tag, data[i].tag);
+  if (max_tag >= kMaxTags) {
+    std::sort(data, data + n);
+    return;
+  }
+  std::vector<size_t> tag_start, start;
+  const size_t tags = static_cast<size_t>(max_tag) + 1;
+  PermuteIntoBuckets(data, n, tags, [](const format::BucketRecord& r) {
+    return static_cast<size_t>(r.tag);
+  }, &tag_start);
+  for (size_t t = 0; t < tags; ++t) {
+    format::BucketRecord* const g = data + tag_start[t];
+    const size_t len = tag_start[t + 1] - tag_start[t];
+    if (len < kSmall) {
+      std::sort(g, g + len);
+      continue;
+    }
+    // Within a tag the order is (hi, lo, doc): the top bits of hi order the records, or those of
+    // lo where every hi is the same (band records carry their hash in lo). About one record a
+    // bucket; each bucket is then sorted on its own.
+    bool same_hi = true;
+    for (size_t i = 1; i < len && same_hi; ++i) same_hi = g[i].hi == g[0].hi;
+    const int bits = std::min(20, 63 - __builtin_clzll(static_cast<unsigned long long>(len)));
+    const int shift = 64 - bits;
+    if (same_hi) {
+      PermuteIntoBuckets(g, len, size_t{1} << bits, [shift](const format::BucketRecord& r) {
+        return static_cast<size_t>(r.lo >> shift);
+      }, &start);
+    } else {
+      PermuteIntoBuckets(g, len, size_t{1} << bits, [shift](const format::BucketRecord& r) {
+        return static_cast<size_t>(r.hi >> shift);
+      }, &start);
+    }
+    for (size_t k = 0; k + 1 < start.size(); ++k) {
+      const size_t b = start[k], e = start[k + 1];
+      if (e - b > 1) std::sort(g + b, g + e);
+    }
+  }
 }
 
 }  // namespace grist::dedup::internal

@@ -146,6 +146,16 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
                                                        const std::string& stem,
                                                        const std::string& producing_stage);
 
+// Sorts [data, data + n) as std::sort would (the records' operator<); bucket records, the most
+// numerous, by radix first: grouped by tag, then by the top bits of the hash that varies in the
+// group (`hi`, else `lo`), in place, the small buckets then sorted by std::sort. The result is
+// std::sort's for any records (the order is total); 2-3x faster on the buckets stage's records.
+template <typename T>
+void SortRecords(T* data, size_t n) {
+  std::sort(data, data + n);
+}
+void SortRecords(format::BucketRecord* data, size_t n);
+
 // The threads ParallelSortInto sorts `n` records on: one per 16Ki records, at most the pool's (a
 // build's 315 Ki bucket records: 16 threads, not 4; on the GPU host the buckets stage at 16
 // threads took 0.032 s instead of 0.043).
@@ -167,13 +177,13 @@ template <typename T>
 absl::StatusOr<const T*> ParallelSortInto(T* data, size_t n, T* out, ThreadPool* pool) {
   const size_t parts = ParallelSortParts(n, pool);
   if (parts <= 1) {
-    std::sort(data, data + n);
+    SortRecords(data, n);
     return static_cast<const T*>(data);
   }
   std::vector<size_t> bound(parts + 1);
   for (size_t i = 0; i <= parts; ++i) bound[i] = n * i / parts;
   absl::Status s = ParallelFor(pool, parts, [&](size_t i) {
-    std::sort(data + bound[i], data + bound[i + 1]);
+    SortRecords(data + bound[i], bound[i + 1] - bound[i]);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;

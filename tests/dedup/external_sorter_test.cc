@@ -18,6 +18,62 @@ namespace {
 
 using ::grist::testing::TempDir;
 
+// SortRecords' radix path for bucket records gives std::sort's order, whatever the records:
+// band records (hash in lo), exact and line records (hash in hi), equal hashes of several
+// documents, identical records, hashes sharing their top bits, a band tag with some hi set,
+// tags past the radix's table, and every size around its small-range cut.
+TEST(SortRecords, BucketRecordsComeOutAsStdSortPutsThem) {
+  using format::BucketRecord;
+  Rng rng(17);
+  auto check = [](std::vector<BucketRecord> v, const char* what) {
+    std::vector<BucketRecord> want = v;
+    std::sort(want.begin(), want.end());
+    internal::SortRecords(v.data(), v.size());
+    ASSERT_EQ(v.size(), want.size()) << what;
+    for (size_t i = 0; i < v.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&v[i], &want[i], sizeof(BucketRecord)), 0) << what << " at " << i;
+    }
+  };
+  for (size_t n : {0, 1, 2, 63, 64, 65, 200, 5000, 60000}) {
+    SCOPED_TRACE(n);
+    std::vector<BucketRecord> build;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t doc = rng.Uniform(n / 3 + 1);
+      switch (rng.Uniform(8)) {
+        case 0:
+          build.push_back({0, rng.Next(), rng.Next(), doc});
+          break;
+        case 1:
+          build.push_back({1, rng.Next(), rng.Next(), doc});
+          break;
+        case 2:  // a hash shared by several documents
+          build.push_back({2 + rng.Uniform(3), 0, 0x1234567890abcdefull, doc});
+          break;
+        case 3:  // an identical record
+          if (!build.empty()) {
+            build.push_back(build[rng.Uniform(build.size())]);
+            break;
+          }
+          [[fallthrough]];
+        default:
+          build.push_back({2 + rng.Uniform(14), 0, rng.Next(), doc});
+      }
+    }
+    check(build, "dedup-like");
+    std::vector<BucketRecord> top = build;  // hashes that differ in their low bits alone
+    for (BucketRecord& r : top) r.lo = (0xffffull << 48) | (r.lo & 0xff);
+    check(top, "shared top bits");
+    std::vector<BucketRecord> mixed = build;  // a band tag where some hi are set
+    for (BucketRecord& r : mixed) {
+      if (r.tag == 5 && rng.Uniform(3) == 0) r.hi = rng.Uniform(4);
+    }
+    check(mixed, "hi set in a band");
+    std::vector<BucketRecord> wide = build;  // tags past the radix's table: std::sort
+    for (BucketRecord& r : wide) r.tag = rng.Uniform(3) == 0 ? rng.Next() : r.tag;
+    check(wide, "wide tags");
+  }
+}
+
 TEST(ExternalSorter, SpillsAndMergesInOrder) {
   TempDir tmp;
   Rng rng(5);

@@ -98,8 +98,14 @@ class SetsSink {
   // (its header and checksum checked).
   class Scan {
    public:
-    absl::StatusOr<bool> Next(uint64_t* key, std::vector<uint64_t>* set) {
-      if (reader_ != nullptr) return reader_->NextSet(key, set);
+    // The next set: *set views it, until the next call when read from the file, for the sink's
+    // lifetime when held in memory (stable()).
+    absl::StatusOr<bool> Next(uint64_t* key, std::span<const uint64_t>* set) {
+      if (reader_ != nullptr) {
+        ASSIGN_OR_RETURN(bool more, reader_->NextSet(key, &buffer_));
+        *set = buffer_;
+        return more;
+      }
       while (piece_ < held_->size() && pos_ == (*held_)[piece_].size()) {
         ++piece_;
         pos_ = 0;
@@ -113,17 +119,20 @@ class SetsSink {
       if (uint64_t{h.count} * 8 > p.size() - pos_) {
         return absl::InternalError("dedup: short set record");
       }
-      set->resize(h.count);
-      std::memcpy(set->data(), p.data() + pos_, 8 * size_t{h.count});
+      // Records are 16-byte headers and 8-byte values from the start of a heap buffer: aligned.
+      *set = {reinterpret_cast<const uint64_t*>(p.data() + pos_), size_t{h.count}};
       pos_ += 8 * size_t{h.count};
       *key = h.key;
       return true;
     }
+    // Whether the sets Next views stay where they are (held in memory, not read from the file).
+    bool stable() const { return reader_ == nullptr; }
 
    private:
     friend class SetsSink;
     explicit Scan(const std::vector<std::string>* held) : held_(held) {}
     std::unique_ptr<FileReader> reader_;
+    std::vector<uint64_t> buffer_;  // the set last read from the file
     const std::vector<std::string>* held_;
     size_t piece_ = 0, pos_ = 0;
   };
@@ -181,6 +190,16 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
         std::string scratch;
         ShingleCache::SplitView kept;
         if (c.shingle_cache && c.shingle_cache->Find(group.split, &kept)) {
+          // Room for every set at once (at most their hashes' size): the records are appended
+          // without the string growing by copies into fresh memory.
+          size_t room = 0;
+          for (uint64_t key : group.keys) {
+            const uint64_t ordinal = key & ((uint64_t{1} << format::kOrdinalBits) - 1);
+            if (ordinal < kept.docs()) {
+              room += sizeof(format::SetRecord) + 8 * kept.Doc(ordinal).size();
+            }
+          }
+          out.data.reserve(room);
           for (uint64_t key : group.keys) {
             const uint64_t ordinal = key & ((uint64_t{1} << format::kOrdinalBits) - 1);
             if (ordinal >= kept.docs()) {
@@ -227,10 +246,21 @@ absl::Status SpillSets(const Ctx& c, const MinHasher& hasher, const std::vector<
 }
 
 // Reusable buffers of the verification (reserved once: pages are touched only as they fill).
+// Sets read from the sets file are copied into them; sets held in memory are used where they
+// are, the same words counted against the same bounds (so the blocks and scans are the same).
 struct VerifyBuffers {
   std::vector<uint64_t> a_arena;  // sets of loaded first documents
   std::vector<uint64_t> b_arena;  // sets of the batch of second documents
   uint64_t a_words = 0, b_words = 0;
+};
+
+// Where a loaded set lies: `ptr` when the scan's sets stay put, else at `offset` in an arena.
+struct SetRef {
+  const uint64_t* ptr = nullptr;
+  uint64_t offset = 0, length = 0;
+  const uint64_t* data(const std::vector<uint64_t>& arena) const {
+    return ptr != nullptr ? ptr : arena.data() + offset;
+  }
 };
 
 // Computes (*sims)[i] for the near pairs of `block` (sorted by (a, b)) with one scan of the sets
@@ -251,12 +281,13 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
   }
   std::stable_sort(by_b.begin(), by_b.end(),
                    [&](uint32_t x, uint32_t y) { return block[x].b < block[y].b; });
-  std::vector<std::pair<uint64_t, uint64_t>> a_span(a_keys.size());  // (offset, length) in a_arena
+  std::vector<SetRef> a_span(a_keys.size());
   size_t a_loaded = 0;  // a_keys[0, a_loaded) are in the cache
   bool a_full = false;  // a key did not fit: a_keys[a_loaded] and later wait for the next block
+  uint64_t a_used = 0, b_used = 0;  // words loaded (in the arenas or counted as if)
   struct BItem {
     size_t begin, end;  // into by_b
-    uint64_t offset, length;
+    SetRef set;
   };
   std::vector<BItem> batch;
   buf->a_arena.clear();
@@ -267,18 +298,18 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
                                 [&](size_t chunk) -> absl::Status {
       for (size_t k = chunk * kChunk; k < std::min(batch.size(), (chunk + 1) * kChunk); ++k) {
         const BItem& item = batch[k];
-        const uint64_t* y = buf->b_arena.data() + item.offset;
+        const uint64_t* y = item.set.data(buf->b_arena);
+        const uint64_t ylen = item.set.length;
         for (size_t j = item.begin; j < item.end; ++j) {
           const uint32_t i = by_b[j];
           if (a_of[i] >= a_loaded) continue;  // deferred to the next block
-          const auto [off, len] = a_span[a_of[i]];
-          const uint64_t* x = buf->a_arena.data() + off;
+          const SetRef& a = a_span[a_of[i]];
+          const uint64_t* x = a.data(buf->a_arena);
+          const uint64_t len = a.length;
           if (c.opt.verify) {
-            (*sims)[i] = JaccardSorted(x, len, y, item.length);
+            (*sims)[i] = JaccardSorted(x, len, y, ylen);
           } else {
-            (*sims)[i] = (len == 0 || item.length == 0)
-                             ? 0.0
-                             : EstimateJaccard(x, y, c.opt.num_perm);
+            (*sims)[i] = (len == 0 || ylen == 0) ? 0.0 : EstimateJaccard(x, y, c.opt.num_perm);
           }
         }
       }
@@ -286,6 +317,7 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
     }));
     batch.clear();
     buf->b_arena.clear();
+    b_used = 0;
     return absl::OkStatus();
   };
   auto missing = [&](uint64_t key) {
@@ -293,9 +325,22 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
         sets.name(), ": corrupt dedup intermediate file: no set for candidate document ", key));
   };
   ASSIGN_OR_RETURN(SetsSink::Scan reader, sets.Open());
+  const bool in_place = reader.stable();
+  // Where a set just read is kept: where it is, or copied to the end of `arena`.
+  auto load = [&](std::span<const uint64_t> set, std::vector<uint64_t>* arena) {
+    SetRef ref;
+    ref.length = set.size();
+    if (in_place) {
+      ref.ptr = set.data();
+    } else {
+      ref.offset = arena->size();
+      arena->insert(arena->end(), set.begin(), set.end());
+    }
+    return ref;
+  };
   size_t b_next = 0;
   uint64_t key = 0;
-  std::vector<uint64_t> set;
+  std::span<const uint64_t> set;
   while (true) {
     ASSIGN_OR_RETURN(bool more, reader.Next(&key, &set));
     if (!more) break;
@@ -304,20 +349,18 @@ absl::StatusOr<size_t> VerifyBlock(const Ctx& c, const SetsSink& sets,
     if (b_next < by_b.size() && block[by_b[b_next]].b == key) {
       const size_t begin = b_next;
       while (b_next < by_b.size() && block[by_b[b_next]].b == key) ++b_next;
-      if (!batch.empty() && buf->b_arena.size() + set.size() > buf->b_words) {
-        RETURN_IF_ERROR(flush());
-      }
-      batch.push_back(BItem{begin, b_next, buf->b_arena.size(), set.size()});
-      buf->b_arena.insert(buf->b_arena.end(), set.begin(), set.end());
+      if (!batch.empty() && b_used + set.size() > buf->b_words) RETURN_IF_ERROR(flush());
+      batch.push_back(BItem{begin, b_next, load(set, &buf->b_arena)});
+      b_used += set.size();
     }
     if (!a_full && a_loaded < a_keys.size()) {
       if (a_keys[a_loaded] < key) return missing(a_keys[a_loaded]);
       if (a_keys[a_loaded] == key) {
-        if (a_loaded > 0 && buf->a_arena.size() + set.size() > buf->a_words) {
+        if (a_loaded > 0 && a_used + set.size() > buf->a_words) {
           a_full = true;
         } else {
-          a_span[a_loaded] = {buf->a_arena.size(), set.size()};
-          buf->a_arena.insert(buf->a_arena.end(), set.begin(), set.end());
+          a_span[a_loaded] = load(set, &buf->a_arena);
+          a_used += set.size();
           ++a_loaded;
         }
       }

@@ -8,6 +8,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "hwy/contrib/sort/vqsort.h"
+
 #include "common/hash.h"
 #include "common/rng.h"
 #include "dedup/internal/minhash_kernel.h"
@@ -131,43 +133,13 @@ void ShingleHashesUnordered(std::string_view text, const ShingleOptions& options
 namespace internal {
 
 void SortHashes(std::vector<uint64_t>* v) {
-  const size_t n = v->size();
-  // Small sets: std::sort. Sets of more than 2^20 hashes (a document of several MB): std::sort
-  // too, in place, rather than a second buffer of the set's size kept by the thread.
-  if (n < 64 || n > (size_t{1} << 20)) {
-    std::sort(v->begin(), v->end());
-    return;
-  }
-  // 2^bits buckets, bits = floor(log2 n): about one hash per bucket.
-  const int bits = 63 - __builtin_clzll(static_cast<unsigned long long>(n));
-  const int shift = 64 - bits;
-  const size_t buckets = size_t{1} << bits;
-  thread_local std::vector<uint64_t> tmp;
-  thread_local std::vector<uint32_t> start;
-  if (tmp.size() < n) tmp.resize(n);
-  start.assign(buckets + 1, 0);
-  uint64_t* a = v->data();
-  uint64_t* t = tmp.data();
-  for (size_t i = 0; i < n; ++i) ++start[(a[i] >> shift) + 1];
-  for (size_t k = 0; k < buckets; ++k) start[k + 1] += start[k];
-  // start[k] is where bucket k begins; scattering advances it to where bucket k ends.
-  for (size_t i = 0; i < n; ++i) t[start[a[i] >> shift]++] = a[i];
-  size_t begin = 0;
-  for (size_t k = 0; k < buckets; ++k) {
-    const size_t end = start[k];
-    if (end - begin > 32) {
-      std::sort(t + begin, t + end);
-    } else {
-      for (size_t i = begin + 1; i < end; ++i) {
-        const uint64_t x = t[i];
-        size_t j = i;
-        for (; j > begin && t[j - 1] > x; --j) t[j] = t[j - 1];
-        t[j] = x;
-      }
-    }
-    begin = end;
-  }
-  std::copy(t, t + n, a);
+  // Highway's vectorized quicksort (sorting networks for small sets, in place for any size): about
+  // 6 ns a hash on the dev VM's AVX-512 against 10 for a bucket sort by the top bits and 9-19 for
+  // std::sort, at the clusters stage's 50-4,000 hashes a set. A sorted set of integers is the same
+  // whatever sorts it. A sorter per thread (it holds the quicksort's scratch and pivot state).
+  if (v->size() < 2) return;
+  thread_local hwy::Sorter sorter;
+  sorter(v->data(), v->size(), hwy::SortAscending());
 }
 
 }  // namespace internal

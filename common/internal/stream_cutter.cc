@@ -9,12 +9,6 @@
 
 namespace grist::internal {
 
-namespace {
-uint64_t CountNewlines(const char* p, size_t n) {
-  return static_cast<uint64_t>(std::count(p, p + n, '\n'));
-}
-}  // namespace
-
 std::shared_ptr<PieceBuffers> PieceBuffers::Create() {
   return std::shared_ptr<PieceBuffers>(new PieceBuffers());
 }

@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
+#include "common/internal/line_reader.h"
 #include "common/internal/stream_cutter.h"
 #include "common/ordered.h"
 #include "common/records.h"
@@ -140,6 +142,29 @@ std::string Corpus(int documents) {
   ::grist::testing::SyntheticCorpusOptions o;
   o.documents = documents;
   return ::grist::testing::SyntheticJsonl(o);
+}
+
+// CountNewlines gives std::count's answer at every length and offset around its 16-byte blocks
+// and its 255-block rounds, for no, some and only newlines.
+TEST(CountNewlinesTest, SameAsStdCountAtEveryLengthAndOffset) {
+  std::string text;
+  uint32_t x = 7;
+  for (size_t i = 0; i < 16 * 255 * 2 + 100; ++i) {
+    x = x * 1103515245u + 12345u;
+    text.push_back((x >> 24) % 5 == 0 ? '\n' : static_cast<char>('a' + (x >> 16) % 26));
+  }
+  for (const std::string& t : {text, std::string(9000, '\n'), std::string(9000, 'n')}) {
+    for (size_t off : {0, 1, 7, 15, 16, 17}) {
+      for (size_t n = 0; off + n <= t.size(); n += (n < 300 ? 1 : 97)) {
+        ASSERT_EQ(internal::CountNewlines(t.data() + off, n),
+                  static_cast<uint64_t>(std::count(t.data() + off, t.data() + off + n, '\n')))
+            << "offset " << off << " length " << n;
+      }
+      const size_t n = t.size() - off;
+      ASSERT_EQ(internal::CountNewlines(t.data() + off, n),
+                static_cast<uint64_t>(std::count(t.data() + off, t.data() + off + n, '\n')));
+    }
+  }
 }
 
 TEST(StreamSplitsTest, ZstdAndGzipReadAlikeEveryWay) {

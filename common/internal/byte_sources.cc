@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -52,7 +53,10 @@ struct DecoderBlockCache {
 };
 thread_local DecoderBlockCache t_decoder_blocks;
 
+std::atomic<bool> decoder_allocation_fails{false};  // SetZstdDecoderAllocationFailsForTesting
+
 void* DecoderAlloc(void*, size_t size) {
+  if (decoder_allocation_fails.load(std::memory_order_relaxed)) return nullptr;
   if (!t_decoder_cache_gone) {
     auto& f = t_decoder_blocks.free;
     size_t best = f.size();
@@ -100,6 +104,10 @@ ZSTD_DCtx* NewDecoderContext() {
 }
 
 }  // namespace
+
+void SetZstdDecoderAllocationFailsForTesting(bool fails) {
+  decoder_allocation_fails.store(fails, std::memory_order_relaxed);
+}
 
 Buffer::Buffer(size_t n) : size(n) {
   if (n == kReadChunk && !t_caches_gone && !t_read_chunks.free.empty()) {
@@ -193,7 +201,10 @@ class ZstdSource : public DecodingSource {
  private:
   absl::Status Decode(char* buf, size_t n, size_t* produced) override {
     *produced = 0;
-    if (dctx_ == nullptr) return absl::ResourceExhaustedError("no memory for a zstd decoder");
+    if (dctx_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(f_->path(), ": no memory for a zstd decoder"));
+    }
     ZSTD_outBuffer out{buf, n, 0};
     absl::Status s;
     while (out.pos < out.size) {

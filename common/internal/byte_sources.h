@@ -178,6 +178,10 @@ class DecodingSource : public ByteSource {
 std::unique_ptr<DecodingSource> NewGzipSource(std::unique_ptr<SequentialFile> f);
 std::unique_ptr<DecodingSource> NewZstdSource(std::unique_ptr<SequentialFile> f);
 
+// Tests only: while set, every allocation of a zstd decoder's memory fails (as when the process is
+// out of memory), so a zstd source's reads return ResourceExhausted. Any thread.
+void SetZstdDecoderAllocationFailsForTesting(bool fails);
+
 }  // namespace grist::internal
 
 #endif  // GRIST_COMMON_INTERNAL_BYTE_SOURCES_H_

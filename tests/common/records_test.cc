@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/documents_format.h"
 #include "common/env.h"
+#include "common/internal/byte_sources.h"
 #include "common/thread_pool.h"
 #include "tests/compress_util.h"
 #include "tests/test_util.h"
@@ -154,6 +155,27 @@ TEST(RecordsTest, CompressedAndTruncated) {
             std::string::npos) << rg.status;
   Write(t.Join("garbage.jsonl.zst"), std::string("\x28\xb5\x2f\xfd garbage garbage", 20));
   EXPECT_EQ(ReadAll(t.Join("garbage.jsonl.zst")).status.code(), absl::StatusCode::kDataLoss);
+}
+
+// A zstd decoder that cannot get its memory is an error of the read, naming the file, never a
+// crash; the same file reads whole once memory is back (the failed source left nothing behind).
+TEST(RecordsTest, ZstdDecoderWithoutMemoryIsResourceExhaustedNamingTheFile) {
+  TempDir t;
+  std::string body;
+  for (int i = 0; i < 500; ++i) body += "{\"text\": \"document " + std::to_string(i) + "\"}\n";
+  Write(t.Join("m.jsonl.zst"), Zstd(body));
+  internal::SetZstdDecoderAllocationFailsForTesting(true);
+  const auto failed = ReadAll(t.Join("m.jsonl.zst"));
+  internal::SetZstdDecoderAllocationFailsForTesting(false);
+  EXPECT_EQ(failed.status.code(), absl::StatusCode::kResourceExhausted) << failed.status;
+  EXPECT_NE(std::string(failed.status.message()).find("m.jsonl.zst"), std::string::npos)
+      << failed.status;
+  EXPECT_NE(std::string(failed.status.message()).find("no memory for a zstd decoder"),
+            std::string::npos) << failed.status;
+  EXPECT_TRUE(failed.docs.empty());
+  const auto again = ReadAll(t.Join("m.jsonl.zst"));
+  ASSERT_TRUE(again.status.ok()) << again.status;
+  EXPECT_EQ(again.docs.size(), 500u);
 }
 
 // DecodeWholeFile decodes what the readers would, frames and members included, and reports a

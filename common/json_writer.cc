@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include "common/check.h"
+#include "common/internal/json_scan.h"
 #include "common/utf8.h"
 
 namespace grist {
@@ -30,7 +31,6 @@ inline bool AllPlain(uint64_t w) {
   return (below_space | from_del | quote | backslash) == 0;
 }
 
-#if !defined(__SSE2__)
 // Whether any of the 8 bytes of `w` is below 0x20, 0x7f, '"' or '\\' (bytes from 0x80 count as
 // plain: the caller has validated the UTF-8). May answer true for a plain word (the caller then
 // looks byte by byte), never false for one that is not.
@@ -41,15 +41,27 @@ inline bool MaybeSpecial(uint64_t w) {
   const uint64_t quote = (q - kOnes) & ~q & kHighs, backslash = (b - kOnes) & ~b & kHighs;
   return (below_space | del | quote | backslash) != 0;
 }
-#endif
 
 inline bool IsSpecialByte(unsigned char c) {
   return c < 0x20 || c == 0x7f || c == '"' || c == '\\';
 }
 
-// The first byte at or after `i` of `p[0, n)` that IsSpecialByte, or n: 16 bytes at a time.
-inline size_t NextSpecial(const unsigned char* p, size_t i, size_t n) {
+}  // namespace
+
+namespace internal {
+
+size_t NextSpecialByWords(const unsigned char* p, size_t i, size_t n) {
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (MaybeSpecial(w)) break;
+  }
+  while (i < n && !IsSpecialByte(p[i])) ++i;
+  return i;
+}
+
 #if defined(__SSE2__)
+size_t NextSpecialBy16(const unsigned char* p, size_t i, size_t n) {
   const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
   const __m128i space = _mm_set1_epi8(static_cast<char>(0x20 ^ 0x80));
   const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
@@ -64,15 +76,23 @@ inline size_t NextSpecial(const unsigned char* p, size_t i, size_t n) {
     const int mask = _mm_movemask_epi8(_mm_or_si128(below, eq));
     if (mask != 0) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
   }
-#else
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    if (MaybeSpecial(w)) break;
-  }
-#endif
   while (i < n && !IsSpecialByte(p[i])) ++i;
   return i;
+}
+#endif
+
+}  // namespace internal
+
+namespace {
+
+// The first byte at or after `i` of `p[0, n)` that IsSpecialByte, or n: 16 bytes at a time with
+// SSE2, else 8 (both in common/internal/json_scan.h, tested against the byte-by-byte definition).
+inline size_t NextSpecial(const unsigned char* p, size_t i, size_t n) {
+#if defined(__SSE2__)
+  return internal::NextSpecialBy16(p, i, n);
+#else
+  return internal::NextSpecialByWords(p, i, n);
+#endif
 }
 
 // Appends the escape of one byte < 0x80 that IsSpecialByte.

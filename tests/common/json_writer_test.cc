@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/internal/json_scan.h"
 #include "common/utf8.h"
 
 namespace grist {
@@ -145,6 +146,49 @@ TEST(JsonWriterTest, LongStringsEscapeAsTheByteByByteDefinition) {
       AppendJsonString(&got, s);
       ASSERT_EQ(got, ReferenceJsonString(s)) << "at " << at;
     }
+  }
+}
+
+// Both scans for the bytes that need escaping (the 8-byte one of builds without SSE2, and the
+// 16-byte one where SSE2 is) find the first such byte from every start, as the definition does:
+// each special byte at every offset of a 40-byte run of plain bytes (ASCII and UTF-8 lead and
+// continuation bytes, which are plain here), and random mixes.
+TEST(JsonWriterTest, BothEscapeScansFindTheFirstByteThatNeedsEscaping) {
+  auto special = [](unsigned char c) { return c < 0x20 || c == 0x7f || c == '"' || c == '\\'; };
+  auto check = [&](const std::string& s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    for (size_t i = 0; i <= s.size(); ++i) {
+      size_t want = i;
+      while (want < s.size() && !special(p[want])) ++want;
+      ASSERT_EQ(internal::NextSpecialByWords(p, i, s.size()), want) << "from " << i;
+#if defined(__SSE2__)
+      ASSERT_EQ(internal::NextSpecialBy16(p, i, s.size()), want) << "from " << i;
+#endif
+    }
+  };
+  const std::string plain = "ab\xc3\xa9 \x7e\x80\xbf\xffZ09 ~!#";  // no byte needs escaping
+  std::string base;
+  while (base.size() < 40) base += plain;
+  base.resize(40);
+  check(base);
+  for (int c = 0; c < 256; ++c) {
+    if (!special(static_cast<unsigned char>(c))) continue;
+    for (size_t at = 0; at < base.size(); ++at) {
+      std::string s = base;
+      s[at] = static_cast<char>(c);
+      check(s);
+    }
+  }
+  uint32_t x = 3;
+  for (int round = 0; round < 200; ++round) {
+    std::string s;
+    const size_t len = 1 + round % 70;
+    for (size_t i = 0; i < len; ++i) {
+      x = x * 1103515245u + 12345u;
+      const unsigned char c = static_cast<unsigned char>(x >> 23);
+      s.push_back(static_cast<char>((x >> 16) % 9 == 0 ? c : 'a' + (c % 26)));
+    }
+    check(s);
   }
 }
 

@@ -293,7 +293,6 @@ absl::StatusOr<std::vector<std::string>> FindTaskFiles(Env* env, const std::stri
   return out;
 }
 
-
 namespace {
 
 // Moves the records of [data, data + n) into the buckets `key` gives them (0 <= key < buckets),

@@ -139,6 +139,24 @@ inline uint64_t Partition(uint64_t tag, uint64_t hi, uint64_t lo, int parts) {
 // an eighth of the memory budget of decoded pieces (common/split_decoders.h).
 std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size_t>& indices);
 
+// A reader of split `split_index` of the context's inputs (through `decoders` when given).
+inline absl::StatusOr<std::unique_ptr<RecordReader>> OpenSplitReader(const Ctx& c,
+                                                                     size_t split_index,
+                                                                     SplitDecoders* decoders) {
+  const InputSplit& split = c.splits[split_index];
+  return OpenRecordReader(c.env, c.files[split.file_index], split, c.opt.input, decoders);
+}
+
+// The key of record `ordinal` of split `split_index`, or ResourceExhausted naming the file when
+// the split holds more records than a key can number.
+inline absl::StatusOr<uint64_t> SplitKey(const Ctx& c, size_t split_index, uint64_t ordinal) {
+  if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        c.files[c.splits[split_index].file_index].path, ": too many records in one split"));
+  }
+  return MakeKey(split_index, ordinal);
+}
+
 // Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the
 // pass's PassDecoders, when given); fn may take the Document (moving from it leaves a Document
 // that fn must reset, e.g. `doc = Document()`). With `progress`, adds the
@@ -148,8 +166,7 @@ template <typename Fn>
 absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr,
                         SplitDecoders* decoders = nullptr) {
   const InputSplit& split = c.splits[split_index];
-  ASSIGN_OR_RETURN(auto reader, OpenRecordReader(c.env, c.files[split.file_index], split,
-                                                 c.opt.input, decoders));
+  ASSIGN_OR_RETURN(auto reader, OpenSplitReader(c, split_index, decoders));
   Document doc;
   uint64_t ordinal = 0;
   uint64_t reported = 0;
@@ -162,11 +179,8 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
     ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
     report(more ? reader->bytes_consumed() : split.bytes);
     if (!more) break;
-    if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(c.files[split.file_index].path, ": too many records in one split"));
-    }
-    RETURN_IF_ERROR(fn(MakeKey(split_index, ordinal), doc));
+    ASSIGN_OR_RETURN(const uint64_t key, SplitKey(c, split_index, ordinal));
+    RETURN_IF_ERROR(fn(key, doc));
     ++ordinal;
   }
   return absl::OkStatus();
@@ -181,29 +195,27 @@ template <typename Fn>
 absl::Status ForEachWantedDoc(const Ctx& c, size_t split_index, const std::vector<uint64_t>& keys,
                               Fn fn, uint64_t* input_bytes, size_t* found,
                               SplitDecoders* decoders = nullptr) {
-  const InputSplit& split = c.splits[split_index];
-  ASSIGN_OR_RETURN(auto reader, OpenRecordReader(c.env, c.files[split.file_index], split,
-                                                 c.opt.input, decoders));
+  ASSIGN_OR_RETURN(auto reader, OpenSplitReader(c, split_index, decoders));
   Document doc;
   uint64_t ordinal = 0;
   *found = 0;
   while (true) {
-    if (ordinal >= (uint64_t{1} << format::kOrdinalBits)) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(c.files[split.file_index].path, ": too many records in one split"));
+    // The key the next record would have (its split and ordinal; checked once it is read).
+    const bool wanted = *found < keys.size() && keys[*found] == MakeKey(split_index, ordinal);
+    uint64_t bytes = 0;
+    bool more = false;
+    if (wanted) {
+      ASSIGN_OR_RETURN(more, reader->Next(&doc));
+      bytes = doc.input_bytes;
+    } else {
+      ASSIGN_OR_RETURN(more, reader->Skip(&bytes));
     }
-    const uint64_t key = MakeKey(split_index, ordinal);
-    if (*found < keys.size() && keys[*found] == key) {
-      ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
-      if (!more) break;
-      *input_bytes += doc.input_bytes;
+    if (!more) break;
+    ASSIGN_OR_RETURN(const uint64_t key, SplitKey(c, split_index, ordinal));
+    *input_bytes += bytes;
+    if (wanted) {
       RETURN_IF_ERROR(fn(key, doc));
       ++*found;
-    } else {
-      uint64_t bytes = 0;
-      ASSIGN_OR_RETURN(bool more, reader->Skip(&bytes));
-      if (!more) break;
-      *input_bytes += bytes;
     }
     ++ordinal;
   }

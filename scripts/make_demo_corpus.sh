@@ -18,8 +18,18 @@
 #
 # Usage: scripts/make_demo_corpus.sh DIR
 set -euo pipefail
+# The packages whose copyright files the corpus takes: setup.sh's PACKAGES list as bash itself
+# reads it (the lines from "PACKAGES=(" to the first line that is ")"), one a line.
+packages() {
+  bash -c 'eval "$(sed -n "/^PACKAGES=(/,/^)/p" "$1")"; printf "%s\n" "${PACKAGES[@]}"' _ \
+    "$(dirname "$0")/setup.sh" | sort -u
+}
+if [[ $# -eq 1 && $1 == --packages ]]; then
+  packages
+  exit 0
+fi
 if [[ $# -ne 1 ]]; then
-  echo "usage: $0 DIR" >&2
+  echo "usage: $0 DIR   (or $0 --packages: the packages whose copyright files it takes)" >&2
   exit 2
 fi
 OUT=$1
@@ -43,7 +53,7 @@ export LC_ALL=C
 
 bible -m 8192 "Gen1:1-Rev22:21" >"$OUT.tmp/kjv.raw"
 
-/usr/bin/python3 - "$OUT.tmp" "$(dirname "$0")/setup.sh" <<'PY'
+/usr/bin/python3 - "$OUT.tmp" "$(packages)" <<'PY'
 import glob, gzip, json, os, re, sys
 
 out = sys.argv[1]
@@ -128,13 +138,9 @@ for path in sorted(glob.glob("/usr/share/common-licenses/*")):
     if os.path.isfile(path):
         with open(path, "rb") as f, open(os.path.join(out, "licenses", os.path.basename(path) + ".txt"), "wb") as g:
             g.write(f.read())
-# Only the packages scripts/setup.sh installs, so the corpus (and the release id) is the same on
-# every Debian 12 machine that ran it, whatever else is installed there.
-import re
-setup_text = open(sys.argv[2]).read()
-block = setup_text[setup_text.index("PACKAGES=(") + len("PACKAGES=("):]
-block = block[:block.index(")")]
-packages = sorted({w for line in block.splitlines() for w in line.split("#")[0].split()})
+# Only the packages of setup.sh's PACKAGES list (the shell's `packages`), so the corpus (and the
+# release id) is the same on every Debian 12 machine that ran it, whatever else is installed there.
+packages = sorted(set(sys.argv[2].split()))
 total = 0
 for path in [f"/usr/share/doc/{p}/copyright" for p in packages]:
     if not os.path.isfile(path) or total > 3_000_000:

@@ -8,8 +8,6 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git ca-certificates
-  # the test command's builds share their objects through it (scripts/test.sh, test_pip.py)
-  ccache
   # libraries
   libabsl-dev libxxhash-dev libzstd-dev zstd zlib1g-dev liburing-dev libsimdjson-dev
   libutf8proc-dev libtomlplusplus-dev libcli11-dev libhwy-dev libsentencepiece-dev sentencepiece
@@ -19,6 +17,11 @@ PACKAGES=(
   # the embedded default corpus is assembled from these public-domain texts
   fortunes fortunes-de fortunes-es fortunes-it bible-kjv bible-kjv-text dict-gcide
 )
+# Tools installed beside PACKAGES but kept out of that list, whose packages' copyright files make
+# the demo corpus (scripts/make_demo_corpus.sh --packages): a new one there changes its release id.
+# ccache: the test command's builds share their objects through it, see scripts/test.sh.
+TOOLS=(ccache)
+PACKAGES+=("${TOOLS[@]}")
 if [[ -n "${GRIST_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$GRIST_EXTRA_PACKAGES"
   PACKAGES+=("${extra[@]}")

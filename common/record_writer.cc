@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -17,6 +16,7 @@
 #include "common/documents_format.h"
 #include "common/env.h"
 #include "common/internal/le.h"
+#include "common/internal/line_reader.h"
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 
@@ -77,12 +77,7 @@ absl::StatusOr<CheckedFrame> CheckDataFrame(std::string frame, std::string_view 
     return bad("the frame's checksum differs from the content's");
   }
   CheckedFrame f;
-  const char* const end = content.data() + content.size();
-  for (const char* p = content.data();
-       (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p))));
-       ++p) {
-    ++f.records_;
-  }
+  f.records_ = internal::CountNewlines(content.data(), content.size());
   f.content_bytes_ = content.size();
   f.bytes_ = std::move(frame);
   return f;

@@ -163,7 +163,7 @@ class KeepTrial {
   uint64_t hit_count_ = 0;
   bool current_hit_ = false;  // the current split holds a candidate
   Verdict verdict_ = Verdict::kUndecided;
-  std::vector<Split> splits_;                      // ended, then the current one
+  std::vector<Split> splits_;                      // the splits ended, in order
   absl::flat_hash_set<uint64_t> exact_;            // exact hashes seen (folded to 64 bits)
   absl::flat_hash_map<uint64_t, uint32_t> bands_;  // (band, hash) folded -> first split
   absl::flat_hash_map<size_t, uint64_t> file_bytes_;  // the trial's bytes of each file so far

@@ -314,6 +314,20 @@ SplitDecoders::SplitDecoders(Env* env, const std::vector<InputFile>& files,
     }
     d->List(s.begin / s.stream_stride);
   }
+  uint64_t total = 0;
+  std::vector<std::pair<uint64_t, size_t>> by_size;  // (compressed bytes, position in order_)
+  for (const auto& [index, d] : decoders_) {
+    total += files[index].size;
+    by_size.emplace_back(files[index].size, position_.at(d.get()));
+  }
+  std::sort(by_size.begin(), by_size.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  size_t started = 0;
+  for (const auto& [size, pos] : by_size) {
+    if (++started > kAheadFiles || size * kLargeFileShare < total) break;
+    order_[pos]->StartAhead();
+  }
 }
 
 SplitDecoders::~SplitDecoders() = default;

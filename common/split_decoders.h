@@ -24,7 +24,11 @@
 // decode while the current one is read (a file's decode is serial, about 200 MB/s of text on the
 // GPU host's cores: on 16 threads, two files decoding one after the other kept the cleaning
 // threads waiting, 0.255 s for Wikipedia-2015's two files against 0.22 s with both decoding at
-// once). At most 1 + kAheadFiles decoders hold pieces at a time beyond those being read.
+// once). A large file's decode is a long serial chain wherever it is listed, so the constructor
+// starts the decoders of the kAheadFiles largest files that hold at least a kLargeFileShare-th of
+// the listed files' compressed bytes (ties in list order): a big file listed after many small
+// ones has then decoded ahead by the time its splits are opened, instead of starting only then.
+// At most 1 + 2 * kAheadFiles decoders hold pieces at a time beyond those being read.
 //
 // Deadlock freedom: the pieces come out in split order, and a pass opens its splits in list order
 // (the lowest split not yet read completely is always open or about to be: OrderedParallel starts
@@ -37,6 +41,7 @@
 #define GRIST_COMMON_SPLIT_DECODERS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
@@ -52,6 +57,7 @@ class SplitDecoders {
  public:
   static size_t DefaultChunksInFlight(int threads);
   static constexpr size_t kAheadFiles = 2;
+  static constexpr uint64_t kLargeFileShare = 16;
 
   // `splits`: the splits this pass reads, in the order it opens them. Only stream splits matter.
   SplitDecoders(Env* env, const std::vector<InputFile>& files, const std::vector<InputSplit>& splits,

@@ -384,24 +384,27 @@ TEST(StreamSplitsTest, PiecesFillRecycledBuffers) {
 
 // Claiming a split of one file starts the decoders of the next kAheadFiles files (in the order the
 // splits are listed), each holding at most the pieces a decoder may hold; the files after those
-// wait for their own turn. Every file still reads exactly as a whole read gives.
+// wait for their own turn. Every file still reads exactly as a whole read gives. (17 files of
+// about the same size: none holds a kLargeFileShare-th of the bytes, so none starts before.)
 TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
+  static_assert(SplitDecoders::kLargeFileShare == 16);
+  constexpr size_t kFiles = 17;
   TempDir t;
   std::vector<std::string> paths;
-  for (int i = 0; i < 4; ++i) {
-    paths.push_back(t.Join(absl::StrCat("f", i, ".jsonl.zst")));
-    Write(paths.back(), Zstd(Corpus(1500 + 10 * i)));
+  for (size_t i = 0; i < kFiles; ++i) {
+    paths.push_back(t.Join(absl::StrCat("f", i < 10 ? "0" : "", i, ".jsonl.zst")));
+    Write(paths.back(), Zstd(Corpus(1500 + 10 * static_cast<int>(i % 4))));
   }
   auto files = ListInputs(Env::Default(), paths);
   ASSERT_TRUE(files.ok());
-  ASSERT_EQ(files->size(), 4u);
+  ASSERT_EQ(files->size(), kFiles);
   auto splits = PlanSplits(Env::Default(), *files, 16 << 10, nullptr, InputOptions());
   ASSERT_TRUE(splits.ok());
-  ASSERT_GT(splits->size(), 40u);
+  ASSERT_GT(splits->size(), 10 * kFiles);
   constexpr size_t kLimit = 6;
   SplitDecoders d(Env::Default(), *files, *splits, InputOptions(), kLimit);
-  for (size_t f = 0; f < 4; ++f) EXPECT_FALSE(d.Started(f)) << f;
-  std::vector<std::vector<std::string>> got(4);
+  for (size_t f = 0; f < kFiles; ++f) EXPECT_FALSE(d.Started(f)) << f;
+  std::vector<std::vector<std::string>> got(kFiles);
   auto read = [&](const InputSplit& s) {
     auto r = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, InputOptions(), &d);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -435,8 +438,58 @@ TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
   }
   // The first split again is decoded privately (it was claimed); then the rest, in order.
   for (const InputSplit& s : *splits) read(s);
-  EXPECT_TRUE(d.Started(3));
-  for (size_t f = 0; f < 4; ++f) {
+  for (size_t f = 0; f < kFiles; ++f) EXPECT_TRUE(d.Started(f)) << f;
+  for (size_t f = 0; f < kFiles; ++f) {
+    Outcome whole = ReadSplits((*files)[f], {InputSplit{}}, InputOptions(), nullptr);
+    EXPECT_TRUE(whole.error.empty());
+    EXPECT_EQ(got[f], whole.records) << "file " << f;
+  }
+}
+
+// The decoders of the kAheadFiles largest files that hold at least a kLargeFileShare-th of the
+// listed bytes start with the SplitDecoders, wherever those files are listed (here after eight
+// small ones, and a third large one that is smaller than those two waits for its turn), and decode
+// up to the limit before any split is claimed. Every file reads exactly as a whole read gives.
+TEST(StreamSplitsTest, TheLargestFilesDecodeFromTheStart) {
+  TempDir t;
+  std::vector<std::string> paths;
+  // f0..f7 small; f8 and f10 the largest, f9 large but smaller than both.
+  const int records[] = {150, 150, 150, 150, 150, 150, 150, 150, 3000, 2000, 3200};
+  for (int i = 0; i < 11; ++i) {
+    paths.push_back(t.Join(absl::StrCat("f", i < 10 ? "0" : "", i, ".jsonl.zst")));
+    Write(paths.back(), Zstd(Corpus(records[i])));
+  }
+  auto files = ListInputs(Env::Default(), paths);
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 11u);
+  uint64_t total = 0;
+  for (const InputFile& f : *files) total += f.size;
+  ASSERT_GE((*files)[9].size * SplitDecoders::kLargeFileShare, total);
+  ASSERT_LT((*files)[7].size * SplitDecoders::kLargeFileShare, total);
+  auto splits = PlanSplits(Env::Default(), *files, 16 << 10, nullptr, InputOptions());
+  ASSERT_TRUE(splits.ok());
+  constexpr size_t kLimit = 6;
+  SplitDecoders d(Env::Default(), *files, *splits, InputOptions(), kLimit);
+  for (size_t f = 0; f < 11; ++f) EXPECT_EQ(d.Started(f), f == 8 || f == 10) << f;
+  for (int i = 0; i < 500 && (d.HeldPieces(8) < kLimit || d.HeldPieces(10) < kLimit); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(d.HeldPieces(8), kLimit);
+  EXPECT_EQ(d.HeldPieces(10), kLimit);
+  std::vector<std::vector<std::string>> got(11);
+  for (const InputSplit& s : *splits) {
+    auto r = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, InputOptions(), &d);
+    ASSERT_TRUE(r.ok()) << r.status();
+    Document doc;
+    while (true) {
+      auto more = (*r)->Next(&doc);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      got[s.file_index].push_back(Describe(doc));
+    }
+  }
+  for (size_t f = 0; f < 11; ++f) {
+    EXPECT_TRUE(d.Started(f)) << f;
     Outcome whole = ReadSplits((*files)[f], {InputSplit{}}, InputOptions(), nullptr);
     EXPECT_TRUE(whole.error.empty());
     EXPECT_EQ(got[f], whole.records) << "file " << f;

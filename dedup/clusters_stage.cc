@@ -478,8 +478,8 @@ absl::Status RunClusters(Ctx& c) {
   // 3. Verify block by block; edges in (a, b) order.
   ASSIGN_OR_RETURN(auto pairs_r,
                    FileReader::Open(c.env, pairs_path, Kind::kPairs, sizeof(PairRecord)));
-  ASSIGN_OR_RETURN(auto edges_w, FileWriter::Open(c.env, JoinPath(dir, TaskFileName("edges", K, L)),
-                                                  c.Header(Kind::kEdges, sizeof(EdgeRecord))));
+  ASSIGN_OR_RETURN(auto edges_w, c.OpenWork(JoinPath(dir, TaskFileName("edges", K, L)),
+                                                Kind::kEdges, sizeof(EdgeRecord)));
   // Per pair in a block: the record, its similarity, two u32 indices and a share of a_keys/a_span
   // (64 bytes): a sixteenth of the budget; the first documents' sets an eighth, the batch of second
   // documents' sets a sixteenth.

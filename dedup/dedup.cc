@@ -89,6 +89,7 @@ absl::StatusOr<DedupReport> RunDedup(Env* env, const std::vector<std::string>& i
   // One context for the whole chain: the inputs are listed, split and (plain JSONL) scanned for
   // line numbers once, not once per stage, and one thread pool serves every stage.
   ASSIGN_OR_RETURN(Ctx c, MakeCtx(env, inputs, output_dir, options, run));
+  c.sync_work = options.keep_work;  // else the work is cleared at both ends: scratch
   // The candidates' shingles for verification from memory rather than a second read of the
   // input, in an eighth of the budget (the buckets stage drops them when its records need it).
   if (c.opt.keep_shingles != DedupOptions::KeepShingles::kNever && c.opt.near && c.opt.verify) {

@@ -442,8 +442,8 @@ absl::Status MergeExternal(Ctx& c, std::vector<std::unique_ptr<FileReader>>& rea
   // The removed documents with their choice.
   {
     ASSIGN_OR_RETURN(auto clusters_w,
-                     FileWriter::Open(env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
-                                      c.Header(Kind::kClusters, sizeof(ClusterRecord))));
+                     c.OpenWork(JoinPath(dir, TaskFileName("clusters", 0, 1)), Kind::kClusters,
+                                sizeof(ClusterRecord)));
     ASSIGN_OR_RETURN(auto earlier, Cursor<NodeBest>::Open(env, earlier_path));
     ASSIGN_OR_RETURN(auto later, Cursor<NodeBest>::Open(env, later_path));
     RETURN_IF_ERROR(ForEachRecord<ClusterByDoc>(env, members, [&](const ClusterByDoc& m)
@@ -598,8 +598,7 @@ absl::Status WriteRemovedIds(Ctx& c, const std::string& dir, std::vector<uint64_
   }
   for (IdSorter* sorter : {&kept, &dup}) {
     const char* stem = sorter == &kept ? "kept-ids" : "dup-ids";
-    ASSIGN_OR_RETURN(auto w, FileWriter::Open(env, JoinPath(dir, TaskFileName(stem, 0, 1)),
-                                              c.Header(Kind::kIds, 0)));
+    ASSIGN_OR_RETURN(auto w, c.OpenWork(JoinPath(dir, TaskFileName(stem, 0, 1)), Kind::kIds, 0));
     RETURN_IF_ERROR(sorter->Finish(*w));
     RETURN_IF_ERROR(w->Finish());
   }
@@ -690,8 +689,8 @@ absl::Status MergeInMemory(Ctx& c, std::vector<std::unique_ptr<FileReader>>& rea
     }
   }
   ASSIGN_OR_RETURN(auto clusters_w,
-                   FileWriter::Open(c.env, JoinPath(dir, TaskFileName("clusters", 0, 1)),
-                                    c.Header(Kind::kClusters, sizeof(ClusterRecord))));
+                   c.OpenWork(JoinPath(dir, TaskFileName("clusters", 0, 1)), Kind::kClusters,
+                              sizeof(ClusterRecord)));
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     if (root[i] == i) continue;
     const Best& b = best[i];

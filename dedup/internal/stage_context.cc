@@ -205,10 +205,9 @@ absl::Status WriteStats(const Ctx& c, DedupStage stage, std::vector<uint64_t> st
   std::string dir = c.Dir("stats");
   RETURN_IF_ERROR(c.env->CreateDirs(dir));
   RETURN_IF_ERROR(RemoveStaleTaskFiles(c.env, dir, DedupStageName(stage), c.run.tasks));
-  ASSIGN_OR_RETURN(auto w, FileWriter::Open(c.env,
-                                            JoinPath(dir, TaskFileName(DedupStageName(stage),
-                                                                       c.run.task, c.run.tasks)),
-                                            c.Header(Kind::kStats, 8)));
+  ASSIGN_OR_RETURN(auto w, c.OpenWork(JoinPath(dir, TaskFileName(DedupStageName(stage),
+                                                                 c.run.task, c.run.tasks)),
+                                      Kind::kStats, 8));
   for (uint64_t v : stats) RETURN_IF_ERROR(w->Add(v));
   return w->Finish();
 }

@@ -88,8 +88,19 @@ struct Ctx {
   // Set by RunDedup (all stages in this process) with near dedup and verification: the shingle
   // hashes the signatures stage keeps for the clusters stage, which frees it (shingle_cache.h).
   std::unique_ptr<ShingleCache> shingle_cache;
+  // Whether the stages' work files are synced before they are renamed. RunDedup without keep_work
+  // clears the work directory before its first stage and after its last, so no later run reads
+  // them: they are then scratch (checksummed, not synced; docs/formats/dedup.md). The outputs
+  // (the parts, the report) are synced either way.
+  bool sync_work = true;
 
   std::string Dir(const char* sub) const { return JoinPath(work, sub); }
+  // A writer of a work file of this run: synced unless the work is scratch (sync_work).
+  absl::StatusOr<std::unique_ptr<FileWriter>> OpenWork(const std::string& path, Kind kind,
+                                                       uint32_t record_size,
+                                                       uint32_t aux = 0) const {
+    return FileWriter::Open(env, path, Header(kind, record_size, aux), sync_work);
+  }
   FileHeader Header(Kind kind, uint32_t record_size, uint32_t aux = 0) const {
     FileHeader h;
     h.kind = kind;

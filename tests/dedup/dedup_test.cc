@@ -511,6 +511,111 @@ TEST(Dedup, CorruptOrTruncatedVerificationSpillIsDataLoss) {
   }
 }
 
+// Records the path (as opened: the temporary name) of every file synced through it.
+class SyncRecordingEnv : public FaultInjectionEnv {
+ public:
+  explicit SyncRecordingEnv(Env* base) : FaultInjectionEnv(base) {}
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    auto f = FaultInjectionEnv::NewWritableFile(path);
+    if (!f.ok()) return f;
+    return std::unique_ptr<WritableFile>(new File(std::move(*f), this));
+  }
+  // The synced files under `dir`, by file name with the temporary suffix cut off.
+  std::set<std::string> SyncedUnder(const std::string& dir) const {
+    std::set<std::string> out;
+    for (const std::string& p : synced_) {
+      if (p.rfind(dir + "/", 0) != 0) continue;
+      std::string name = BaseName(p);
+      out.insert(name.substr(0, name.find(".tmp")));
+    }
+    return out;
+  }
+
+ private:
+  class File : public WritableFile {
+   public:
+    File(std::unique_ptr<WritableFile> base, SyncRecordingEnv* env)
+        : base_(std::move(base)), env_(env) {}
+    absl::Status Append(std::string_view data) override { return base_->Append(data); }
+    absl::Status Flush() override { return base_->Flush(); }
+    absl::Status Sync() override {
+      env_->synced_.push_back(base_->path());
+      return base_->Sync();
+    }
+    absl::Status Close() override { return base_->Close(); }
+    uint64_t Size() const override { return base_->Size(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> base_;
+    SyncRecordingEnv* env_;
+  };
+  std::vector<std::string> synced_;
+};
+
+// RunDedup clears its work directory before the first stage and after the last, so without
+// keep_work no later run reads the work files: they are not synced (a crash leaves files the next
+// run clears). Its outputs are, and with keep_work (later --stage runs read the files) or stage by
+// stage, so is every work file. The outputs are the same bytes either way.
+TEST(Dedup, WorkFilesAreSyncedOnlyWhenALaterRunMayReadThem) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ManyDuplicatesCorpus(60)).ok());
+  DedupOptions o = Budget64();
+  const std::set<std::string> outputs = {"dedup-00000.jsonl.zst", "dedup_report.json"};
+  std::string scratch_bytes;
+  {
+    SyncRecordingEnv env(Env::Default());
+    const std::string out = tmp.Join("scratch");
+    auto r = RunDedup(&env, {input}, out, o, Quiet(2));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_GT(r->counts.docs_removed, 0u);
+    EXPECT_EQ(env.SyncedUnder(out), outputs);
+    EXPECT_EQ(env.SyncedUnder(JoinPath(out, "removed")),
+              std::set<std::string>{"dedup-00000.jsonl.zst"});
+    EXPECT_TRUE(env.SyncedUnder(JoinPath(out, ".dedup-work")).empty());
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, ".dedup-work")));
+    scratch_bytes = OutputBytes(out) + OutputBytes(JoinPath(out, "removed"));
+  }
+  const std::set<std::string> work = {
+      "sig-00000-of-00001.bin",  "ids-00000-of-00001.bin",      "pairs-00000-of-00001.bin",
+      "edges-00000-of-00001.bin", "clusters-00000-of-00001.bin", "kept-ids-00000-of-00001.bin",
+      "dup-ids-00000-of-00001.bin"};
+  const std::set<std::string> stats = {
+      "signatures-00000-of-00001.bin", "buckets-00000-of-00001.bin", "clusters-00000-of-00001.bin",
+      "merge-00000-of-00001.bin", "filter-00000-of-00001.bin"};
+  auto check_work = [&](const SyncRecordingEnv& env, const std::string& out) {
+    const std::string w = JoinPath(out, ".dedup-work");
+    std::set<std::string> got;
+    for (const char* sub : {"sig", "buckets", "clusters", "merge"}) {
+      for (const std::string& n : env.SyncedUnder(JoinPath(w, sub))) got.insert(n);
+    }
+    got.erase("duplines-00000-of-00001.bin");  // (written, empty, without line dedup)
+    EXPECT_EQ(got, work);
+    EXPECT_EQ(env.SyncedUnder(JoinPath(w, "stats")), stats);
+    EXPECT_EQ(OutputBytes(out) + OutputBytes(JoinPath(out, "removed")), scratch_bytes);
+  };
+  {
+    SyncRecordingEnv env(Env::Default());
+    const std::string out = tmp.Join("kept");
+    DedupOptions k = o;
+    k.keep_work = true;
+    auto r = RunDedup(&env, {input}, out, k, Quiet(2));
+    ASSERT_TRUE(r.ok()) << r.status();
+    check_work(env, out);
+  }
+  {
+    SyncRecordingEnv env(Env::Default());
+    const std::string out = tmp.Join("staged");
+    for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets, DedupStage::kClusters,
+                          DedupStage::kMerge, DedupStage::kFilter, DedupStage::kReport}) {
+      auto r = RunDedupStage(&env, st, {input}, out, o, Quiet(2));
+      ASSERT_TRUE(r.ok()) << DedupStageName(st) << ": " << r.status();
+    }
+    check_work(env, out);
+  }
+}
+
 TEST(Dedup, DiskFullDuringTheVerificationSpill) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");

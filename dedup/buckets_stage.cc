@@ -121,7 +121,7 @@ absl::Status RunBuckets(Ctx& c) {
   internal::ExternalSorter<PairRecord> pairs(c.env, tmp, absl::StrFormat("pairs-%05d", J),
                                              c.opt.memory_limit / 8, c.pool.get());
   ASSIGN_OR_RETURN(auto lines_w, c.OpenWork(JoinPath(dir, TaskFileName("duplines", J, M)),
-                                                Kind::kDupLines, sizeof(LineRecord)));
+                                            Kind::kDupLines, sizeof(LineRecord)));
   // Groups of equal (tag, hi, lo): for exact and band groups, a star of pairs from the group's
   // first document; for line groups, the line when two or more documents have it.
   bool have = false;
@@ -155,7 +155,7 @@ absl::Status RunBuckets(Ctx& c) {
   RETURN_IF_ERROR(close_group());
   RETURN_IF_ERROR(lines_w->Finish());
   ASSIGN_OR_RETURN(auto pairs_w, c.OpenWork(JoinPath(dir, TaskFileName("pairs", J, M)),
-                                                Kind::kPairs, sizeof(PairRecord)));
+                                            Kind::kPairs, sizeof(PairRecord)));
   bool have_pair = false;
   PairRecord prev{};
   RETURN_IF_ERROR(pairs.Finish([&](const PairRecord& p) -> absl::Status {

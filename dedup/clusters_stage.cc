@@ -479,7 +479,7 @@ absl::Status RunClusters(Ctx& c) {
   ASSIGN_OR_RETURN(auto pairs_r,
                    FileReader::Open(c.env, pairs_path, Kind::kPairs, sizeof(PairRecord)));
   ASSIGN_OR_RETURN(auto edges_w, c.OpenWork(JoinPath(dir, TaskFileName("edges", K, L)),
-                                                Kind::kEdges, sizeof(EdgeRecord)));
+                                            Kind::kEdges, sizeof(EdgeRecord)));
   // Per pair in a block: the record, its similarity, two u32 indices and a share of a_keys/a_span
   // (64 bytes): a sixteenth of the budget; the first documents' sets an eighth, the batch of second
   // documents' sets a sixteenth.

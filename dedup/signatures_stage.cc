@@ -51,15 +51,16 @@ absl::Status RunSignatures(Ctx& c) {
   }
   const uint32_t rec_size = SigRecordSize(c);
   const int bands = SigBands(c);
-  ASSIGN_OR_RETURN(auto sig_w, c.OpenWork(JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks)),
-                                              Kind::kSignatures, rec_size,
-                                              static_cast<uint32_t>(bands)));
-  ASSIGN_OR_RETURN(auto ids_w, c.OpenWork(JoinPath(dir, TaskFileName("ids", c.run.task, c.run.tasks)),
-                                              Kind::kIds, 0));
+  const std::string sig_path = JoinPath(dir, TaskFileName("sig", c.run.task, c.run.tasks));
+  const std::string ids_path = JoinPath(dir, TaskFileName("ids", c.run.task, c.run.tasks));
+  ASSIGN_OR_RETURN(auto sig_w,
+                   c.OpenWork(sig_path, Kind::kSignatures, rec_size, static_cast<uint32_t>(bands)));
+  ASSIGN_OR_RETURN(auto ids_w, c.OpenWork(ids_path, Kind::kIds, 0));
   std::unique_ptr<FileWriter> lines_w;
   if (c.opt.line_dedup) {
-    ASSIGN_OR_RETURN(lines_w, c.OpenWork(JoinPath(dir, TaskFileName("lines", c.run.task, c.run.tasks)),
-                                             Kind::kLineHashes, sizeof(LineRecord)));
+    ASSIGN_OR_RETURN(lines_w, c.OpenWork(JoinPath(dir, TaskFileName("lines", c.run.task,
+                                                                    c.run.tasks)),
+                                         Kind::kLineHashes, sizeof(LineRecord)));
   }
   const std::vector<size_t> mine = TaskSplitIndices(c, c.run.task, c.run.tasks);
   uint64_t total_bytes = 0;

@@ -174,6 +174,43 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
 }
 
+bool ScanJsonStringAsWritten(std::string_view s, size_t pos, size_t* end, size_t* decoded_bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  if (pos >= n || p[pos] != '"') return false;
+  size_t decoded = 0;
+  size_t i = pos + 1;
+  while (true) {
+    const size_t j = NextSpecial(p, i, n);
+    decoded += j - i;
+    if (j == n) return false;  // no closing quote
+    if (p[j] == '"') {
+      *end = j + 1;
+      *decoded_bytes = decoded;
+      return true;
+    }
+    if (p[j] != '\\' || j + 1 >= n) return false;  // a byte AppendJsonString escapes, left raw
+    const unsigned char e = p[j + 1];
+    if (e == '"' || e == '\\' || e == 'n' || e == 'r' || e == 't' || e == 'b' || e == 'f') {
+      i = j + 2;
+    } else if (e == 'u' && j + 6 <= n && p[j + 2] == '0' && p[j + 3] == '0' &&
+               ((p[j + 4] == '0' || p[j + 4] == '1') || (p[j + 4] == '7' && p[j + 5] == 'f'))) {
+      // \u00xx: what AppendEscape writes for a control without a short escape, and for DEL.
+      int low = -1;
+      const unsigned char h = p[j + 5];
+      if (h >= '0' && h <= '9') low = h - '0';
+      if (h >= 'a' && h <= 'f') low = h - 'a' + 10;
+      if (low < 0) return false;
+      const int c = p[j + 4] == '7' ? 0x7f : (p[j + 4] - '0') * 16 + low;
+      if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') return false;
+      i = j + 6;
+    } else {
+      return false;
+    }
+    ++decoded;
+  }
+}
+
 std::string JsonDouble(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];

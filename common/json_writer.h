@@ -64,6 +64,12 @@ class JsonWriter {
 
 // Appends `s` to `out` as a quoted, escaped JSON string.
 void AppendJsonString(std::string* out, std::string_view s);
+// Whether `s` starts at `pos` with a quoted JSON string exactly as AppendJsonString writes it for
+// some string: only the escapes it writes (\" \\ \n \r \t \b \f, and \u00xx in lowercase
+// hex for the other bytes below 0x20 and for 0x7f), no byte that it escapes left raw. The bytes of
+// `s` must be valid UTF-8 (the caller checks; AppendJsonString writes no invalid UTF-8). On true,
+// *end is the position after the closing quote and *decoded_bytes the string's length decoded.
+bool ScanJsonStringAsWritten(std::string_view s, size_t pos, size_t* end, size_t* decoded_bytes);
 // Shortest round-trip text of `v` ("null" for NaN/inf).
 std::string JsonDouble(double v);
 

@@ -25,6 +25,11 @@ absl::StatusOr<bool> RecordReader::Skip(uint64_t* input_bytes) {
   return more;
 }
 
+absl::StatusOr<bool> RecordReader::NextLineOrDoc(Line* line, Document* doc, bool* as_line) {
+  *as_line = false;
+  return Next(doc);
+}
+
 namespace {
 
 using internal::Buffer;
@@ -104,6 +109,24 @@ class JsonlReader : public RecordReader {
     return NextLine(&line, input_bytes, &oversized);
   }
 
+  absl::StatusOr<bool> NextLineOrDoc(Line* out, Document* doc, bool* as_line) override {
+    std::string_view line;
+    uint64_t raw_bytes = 0;
+    bool oversized = false;
+    ASSIGN_OR_RETURN(bool more, NextLine(&line, &raw_bytes, &oversized));
+    if (!more) return false;
+    size_t text_bytes = 0;
+    *as_line = !oversized && AsWritten(line, &text_bytes);
+    if (*as_line) {
+      out->bytes = line;
+      out->input_bytes = raw_bytes;
+      out->text_bytes = text_bytes;
+    } else {
+      Fill(doc, line, raw_bytes, oversized);
+    }
+    return true;
+  }
+
   uint64_t bytes_consumed() const override { return src_->consumed(); }
 
  private:
@@ -158,6 +181,55 @@ class JsonlReader : public RecordReader {
       doc->text = TruncatedForError(line);
       doc->metadata = "{}";
     }
+  }
+
+  // Whether `line` is exactly the record line AppendRecord writes for the document Fill would make
+  // of it, so that it can be used as it is: `{"text":` T `,"meta":` M `,"grist":{"src":` S
+  // `,"line":` N `}}` with T and S strings as AppendJsonString writes them (S not empty), M an
+  // object as it comes out of minify, N a number as to_chars writes it, all valid UTF-8, the text
+  // field "text" (a record's other members, or any other shape, make Fill parse it). Sets
+  // *text_bytes to the text's decoded size. The checks run cheapest first, so a line of another
+  // shape costs little.
+  bool AsWritten(std::string_view line, size_t* text_bytes) {
+    static constexpr std::string_view kHead = "{\"text\":", kMeta = ",\"meta\":",
+                                      kGrist = ",\"grist\":{\"src\":", kLine = ",\"line\":";
+    if (opts_.text_field != "text" || line.size() < kHead.size() + 2 + kMeta.size() + 2 +
+                                                       kGrist.size() + 3 + kLine.size() + 3) {
+      return false;
+    }
+    if (line.substr(0, kHead.size()) != kHead || line.substr(line.size() - 2) != "}}") {
+      return false;
+    }
+    // The provenance: the last `,"grist":{"src":` (inside a string its quotes would be escaped;
+    // a "grist" member inside meta comes before the record's own).
+    const size_t grist = line.rfind(kGrist);
+    if (grist == std::string_view::npos || grist < kHead.size()) return false;
+    size_t pos = grist + kGrist.size(), src_end = 0, src_bytes = 0;
+    if (!ScanJsonStringAsWritten(line, pos, &src_end, &src_bytes) || src_bytes == 0) return false;
+    if (line.substr(src_end, kLine.size()) != kLine) return false;
+    const size_t digits = src_end + kLine.size(), digits_end = line.size() - 2;
+    if (digits_end <= digits || digits_end - digits > 18) return false;
+    if (line[digits] == '0' && digits_end - digits > 1) return false;
+    for (size_t i = digits; i < digits_end; ++i) {
+      if (line[i] < '0' || line[i] > '9') return false;
+    }
+    if (!simdjson::validate_utf8(line.data(), line.size())) return false;
+    size_t text_end = 0;
+    if (!ScanJsonStringAsWritten(line, kHead.size(), &text_end, text_bytes)) return false;
+    if (line.substr(text_end, kMeta.size()) != kMeta) return false;
+    const size_t meta = text_end + kMeta.size();
+    if (meta >= grist || line[meta] != '{') return false;
+    const std::string_view m = line.substr(meta, grist - meta);
+    if (m != "{}") {
+      padded_.assign(m.data(), m.size());
+      padded_.append(simdjson::SIMDJSON_PADDING, '\0');
+      simdjson::dom::element root;
+      if (parser_.parse(padded_.data(), m.size(), false).get(root) || !root.is_object()) {
+        return false;
+      }
+      if (simdjson::minify(root) != m) return false;
+    }
+    return true;
   }
 
   // The DOM API: it validates the whole line and dispatches to the best SIMD kernel at run time

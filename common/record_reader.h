@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/document.h"
@@ -27,6 +28,18 @@ class RecordReader {
   // would give as doc->input_bytes, false at the end of the split, or Next's file-level error.
   // Records skipped and read count alike, so ordinals stay the same.
   virtual absl::StatusOr<bool> Skip(uint64_t* input_bytes);
+  // A record's line, as NextLineOrDoc gives it.
+  struct Line {
+    std::string_view bytes;    // without its newline; valid until the reader's next call
+    uint64_t input_bytes = 0;  // what Next would give as doc->input_bytes
+    uint64_t text_bytes = 0;   // the size of the text Next would give
+  };
+  // Reads the next record as Next would. Where its line is exactly SerializeRecord of the document
+  // Next would return (docs/formats/documents.md: text, meta and provenance as grist writes them,
+  // in that order, and no other member), returns true with *as_line set and *line filled, without
+  // building the document; else true with *doc filled as Next fills it and *as_line false. False
+  // at the end of the split; Next's file-level errors. (Only JSON Lines readers give lines.)
+  virtual absl::StatusOr<bool> NextLineOrDoc(Line* line, Document* doc, bool* as_line);
   // Bytes of the input consumed so far (compressed bytes for compressed files).
   virtual uint64_t bytes_consumed() const = 0;
 

@@ -104,6 +104,55 @@ TEST(JsonWriterTest, EscapingFastPathMatchesTheByteByByteDefinition) {
   }
 }
 
+// ScanJsonStringAsWritten accepts exactly what AppendJsonString writes: every string it writes
+// (short and long, every special byte), with the decoded size; and no other spelling of a string
+// (other escapes, uppercase hex, raw controls or DEL, an unterminated string).
+TEST(JsonWriterTest, ScanAcceptsExactlyWhatAppendJsonStringWrites) {
+  const std::string alphabet = std::string("\"\\\n\r\t\b\f\x01\x1f\x7f aZ~/", 16) +
+                               "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+  uint64_t x = 777;
+  for (int round = 0; round < 20000; ++round) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const size_t len = (x >> 33) % (round % 2 == 0 ? 40 : 200);
+    std::string s;
+    while (s.size() < len) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      s.push_back((x >> 60) < 10 ? static_cast<char>('a' + (x >> 40) % 26)
+                                 : alphabet[(x >> 33) % alphabet.size()]);
+    }
+    if (!IsValidUtf8(s)) continue;
+    std::string w = "ab";
+    AppendJsonString(&w, s);
+    w += ",tail";
+    size_t end = 0, decoded = 0;
+    ASSERT_TRUE(ScanJsonStringAsWritten(w, 2, &end, &decoded)) << w;
+    EXPECT_EQ(end, w.size() - 5);
+    EXPECT_EQ(decoded, s.size());
+  }
+  auto scans = [](const std::string& w) {
+    size_t end = 0, decoded = 0;
+    return ScanJsonStringAsWritten(w, 0, &end, &decoded);
+  };
+  for (int c = 0; c < 0x80; ++c) {
+    const std::string raw = std::string("\"a") + static_cast<char>(c) + "b\"";
+    if (c != '"' && c != '\\') EXPECT_EQ(scans(raw), c >= 0x20 && c != 0x7f) << c;
+    char u[16];
+    std::snprintf(u, sizeof(u), "\"\\u%04x\"", c);
+    const bool written = (c < 0x20 && c != '\b' && c != '\f' && c != '\n' && c != '\r' &&
+                          c != '\t') || c == 0x7f;
+    EXPECT_EQ(scans(u), written) << u;
+    std::snprintf(u, sizeof(u), "\"\\u%04X\"", c);
+    EXPECT_EQ(scans(u), written && (c & 0xf) < 10) << u;  // the same where no letter occurs
+  }
+  for (const char* other : {"\"\\/\"", "\"\\u00e9\"", "\"\\ud83d\\ude00\"", "\"\\x41\"", "\"\\",
+                            "\"abc", "abc\"", "", "\"\\u00\""}) {
+    EXPECT_FALSE(scans(other)) << other;
+  }
+  size_t end = 0, decoded = 0;
+  ASSERT_TRUE(ScanJsonStringAsWritten("\"\\u001b\\t\\u007f\\\"\"", 0, &end, &decoded));
+  EXPECT_EQ(decoded, 4u);
+}
+
 // Strings long enough for the validated path (checked for UTF-8 first, then scanned 16 bytes at a
 // time): valid text with its special bytes at every offset of a 16-byte block and at the ends,
 // and the same text made invalid by one stray byte anywhere (the byte-by-byte path then).

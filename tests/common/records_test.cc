@@ -5,10 +5,12 @@
 #include <zstd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/documents_format.h"
 #include "common/env.h"
 #include "common/internal/byte_sources.h"
 #include "common/thread_pool.h"
+#include "common/utf8.h"
 #include "tests/compress_util.h"
 #include "tests/test_util.h"
 
@@ -382,6 +384,100 @@ TEST(RecordsTest, SkipPassesOverTheRecordsNextReturns) {
       }
       EXPECT_EQ(n, whole.docs.size()) << "every " << every;
     }
+  }
+}
+
+// NextLineOrDoc gives a record's line exactly when the line is SerializeRecord of the document Next
+// gives (then with that document's text size and input bytes), and otherwise the document Next
+// gives; records as grist writes them (texts with every escape, long and short, metadata, other
+// provenance) come as lines, and every other spelling of a record comes parsed.
+TEST(RecordsTest, NextLineOrDocGivesTheLinesAsGristWritesThem) {
+  TempDir t;
+  std::string body;
+  size_t written = 0;
+  uint64_t x = 99;
+  auto next = [&x]() {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x >> 33;
+  };
+  const std::string alphabet =
+      std::string("\"\\\n\r\t\b\f\x01\x1f\x7f aZ/", 15) + "\xC3\xA9\xE2\x82\xAC";
+  for (int i = 0; i < 600; ++i) {
+    Document d;
+    const size_t len = next() % (i % 3 == 0 ? 300 : 30);
+    while (d.text.size() < len) {
+      d.text.push_back(next() % 4 != 0 ? static_cast<char>('a' + next() % 26)
+                                       : alphabet[next() % alphabet.size()]);
+    }
+    if (!IsValidUtf8(d.text)) continue;
+    static const char* const kMeta[] = {"{}", "{\"id\":\"7\",\"n\":1.5,\"a\":[1,{\"b\":null}]}",
+                                        "{\"url\":\"http://x/\\u00e9\"}",
+                                        "{\"grist\":{\"src\":\"m\",\"line\":2}}"};
+    d.metadata = kMeta[next() % 4];
+    d.source = next() % 5 == 0 ? "dir/f\"q\".jsonl" : "corpus/wiki_00.jsonl.zst";
+    d.line = next() % 7 == 0 ? 0 : next() % 100000;
+    std::string line = SerializeRecord(d);
+    switch (i % 10) {
+      case 0: line = SerializeRecord(d, "\"reasons\":[\"x\"]"); break;       // another member
+      case 1: line.insert(line.find(",\"meta\""), " "); break;                   // not minified
+      case 2: line = "{\"text\":\"plain " + std::to_string(i) + "\",\"id\":1}"; break;
+      case 3: line += "  "; break;                                              // trailing blanks
+      case 4: {                                                                 // \u escape
+        const size_t q = line.find("\",\"meta\"");
+        line.insert(q, "\\u00e9");
+        break;
+      }
+      case 5: line.replace(line.rfind(":") + 1, 0, "0"); break;                // "line":0N
+      case 6: line = "{\"text\": broken " + std::to_string(i); break;          // malformed
+      default: ++written; break;                                                // as written
+    }
+    body += line + "\n";
+  }
+  Write(t.Join("r.jsonl"), body);
+  Write(t.Join("r.jsonl.zst"), Zstd(body));
+  std::vector<std::string> raw = absl::StrSplit(body, '\n', absl::SkipEmpty());
+  for (const std::string name : {"r.jsonl", "r.jsonl.zst"}) {
+    SCOPED_TRACE(name);
+    const auto whole = ReadAll(t.Join(name));
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    auto files = ListInputs(Env::Default(), {t.Join(name)});
+    ASSERT_TRUE(files.ok());
+    auto splits = PlanSplits(Env::Default(), *files, 1 << 30);
+    ASSERT_TRUE(splits.ok());
+    ASSERT_EQ(splits->size(), 1u);
+    auto reader = OpenRecordReader(Env::Default(), (*files)[0], (*splits)[0], InputOptions());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    size_t n = 0, lines = 0;
+    while (true) {
+      RecordReader::Line line;
+      Document d;
+      bool as_line = false;
+      auto more = (*reader)->NextLineOrDoc(&line, &d, &as_line);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      ASSERT_LT(n, whole.docs.size());
+      const Document& want = whole.docs[n];
+      // A line exactly when the record as written is its line.
+      EXPECT_EQ(as_line, want.error.empty() && SerializeRecord(want) == raw[n])
+          << n << ": " << raw[n];
+      if (as_line) {
+        ++lines;
+        EXPECT_TRUE(want.error.empty()) << n;
+        EXPECT_EQ(std::string(line.bytes), SerializeRecord(want)) << n;
+        EXPECT_EQ(line.text_bytes, want.text.size()) << n;
+        EXPECT_EQ(line.input_bytes, want.input_bytes) << n;
+      } else {
+        EXPECT_EQ(d.text, want.text) << n;
+        EXPECT_EQ(d.metadata, want.metadata) << n;
+        EXPECT_EQ(d.source, want.source) << n;
+        EXPECT_EQ(d.line, want.line) << n;
+        EXPECT_EQ(d.error, want.error) << n;
+        EXPECT_EQ(d.input_bytes, want.input_bytes) << n;
+      }
+      ++n;
+    }
+    EXPECT_EQ(n, whole.docs.size());
+    EXPECT_GT(lines, written / 2);
   }
 }
 

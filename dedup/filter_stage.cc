@@ -295,7 +295,20 @@ absl::Status RunFilter(Ctx& c) {
         split->records.clear();
         split->num_frames = 0;
         std::string text;
-        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, Document& doc) -> absl::Status {
+        // A record whose line is already the record as written here is copied as it is (line
+        // dedup may change its text: every record is then parsed).
+        auto on_line = [&](uint64_t key, const RecordReader::Line& line) -> absl::Status {
+          Out& o = split->outs.emplace_back();
+          o.key = key;
+          o.input_bytes = line.input_bytes;
+          o.record_begin = split->records.size();
+          split->records.append(line.bytes);
+          o.record_end = split->records.size();
+          split->records.push_back('\n');
+          o.kept_text_bytes = line.text_bytes;
+          return absl::OkStatus();
+        };
+        auto on_doc = [&](uint64_t key, Document& doc) -> absl::Status {
           Out& o = split->outs.emplace_back();
           o.key = key;
           o.input_bytes = doc.input_bytes;
@@ -342,7 +355,13 @@ absl::Status RunFilter(Ctx& c) {
           split->records.push_back('\n');
           o.kept_text_bytes = doc.text.size();
           return absl::OkStatus();
-        }, &progress, decoders.get()));
+        };
+        if (dup_lines.empty()) {
+          RETURN_IF_ERROR(ForEachLineOrDoc(c, mine[i], on_line, on_doc, &progress,
+                                           decoders.get()));
+        } else {
+          RETURN_IF_ERROR(ForEachDoc(c, mine[i], on_doc, &progress, decoders.get()));
+        }
         RETURN_IF_ERROR(find_pass_frames(mine[i], split.get()));
         return split;
       },

@@ -197,6 +197,39 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
   return absl::OkStatus();
 }
 
+// As ForEachDoc, but a record whose line is exactly the record as grist writes it comes as that
+// line, unparsed (RecordReader::NextLineOrDoc): line_fn(key, line) for those, doc_fn(key, doc) for
+// the others.
+template <typename LineFn, typename DocFn>
+absl::Status ForEachLineOrDoc(const Ctx& c, size_t split_index, LineFn line_fn, DocFn doc_fn,
+                              Progress* progress = nullptr, SplitDecoders* decoders = nullptr) {
+  const InputSplit& split = c.splits[split_index];
+  ASSIGN_OR_RETURN(auto reader, OpenSplitReader(c, split_index, decoders));
+  Document doc;
+  RecordReader::Line line;
+  uint64_t ordinal = 0;
+  uint64_t reported = 0;
+  auto report = [&](uint64_t upto) {
+    upto = std::min(upto, split.bytes);
+    if (progress != nullptr && upto > reported) progress->Add(upto - reported);
+    reported = std::max(reported, upto);
+  };
+  while (true) {
+    bool as_line = false;
+    ASSIGN_OR_RETURN(bool more, reader->NextLineOrDoc(&line, &doc, &as_line));
+    report(more ? reader->bytes_consumed() : split.bytes);
+    if (!more) break;
+    ASSIGN_OR_RETURN(const uint64_t key, SplitKey(c, split_index, ordinal));
+    if (as_line) {
+      RETURN_IF_ERROR(line_fn(key, line));
+    } else {
+      RETURN_IF_ERROR(doc_fn(key, doc));
+    }
+    ++ordinal;
+  }
+  return absl::OkStatus();
+}
+
 // As ForEachDoc without progress, for the documents of `keys` alone (sorted keys of split
 // `split_index`): `fn(key, doc)` sees each of them in order, and the split's other records are
 // passed over without being parsed (RecordReader::Skip). *input_bytes gets the input bytes of

@@ -81,9 +81,16 @@ jsonl='{"text":"Hello, world.\nSecond line.","id":1}
 {"id":2}
 {"text":5}
 '
+# Records as grist writes them (NextLineOrDoc gives these as lines): escapes, meta, provenance.
+grist_jsonl='{"text":"A line.\nTab\there, quote \" and \\ and \u001b.","meta":{"id":"7","n":[1,{"b":null}]},"grist":{"src":"corpus/a.jsonl","line":3}}
+{"text":"café","meta":{},"grist":{"src":"b \"q\".jsonl.zst","line":0}}
+{"text":"x","meta":{"url":"http://e/"},"grist":{"src":"c","line":12},"reasons":["r"]}
+'
 txt=$'First block of text.\nStill first.\n\nSecond block.\r\n\r\nThird \xff block.'
 printf '\x00%s' "$jsonl" >"$SEEDS/records/jsonl"
 printf '\x08%s' "$jsonl" >"$SEEDS/records/jsonl_split"
+printf '\x00%s' "$grist_jsonl" >"$SEEDS/records/grist"
+{ printf '\x02'; printf '%s' "$grist_jsonl" | zstd -q -c; } >"$SEEDS/records/grist_zst"
 { printf '\x01'; printf '%s' "$jsonl" | gzip -c -n; } >"$SEEDS/records/gz"
 { printf '\x02'; printf '%s' "$jsonl" | zstd -q -c; } >"$SEEDS/records/zst"
 printf '\x03%s' "$txt" >"$SEEDS/records/txt"

@@ -200,18 +200,28 @@ class JsonlReader : public RecordReader {
     if (line.substr(0, kHead.size()) != kHead || line.substr(line.size() - 2) != "}}") {
       return false;
     }
-    // The provenance: the last `,"grist":{"src":` (inside a string its quotes would be escaped;
-    // a "grist" member inside meta comes before the record's own).
-    const size_t grist = line.rfind(kGrist);
-    if (grist == std::string_view::npos || grist < kHead.size()) return false;
-    size_t pos = grist + kGrist.size(), src_end = 0, src_bytes = 0;
-    if (!ScanJsonStringAsWritten(line, pos, &src_end, &src_bytes) || src_bytes == 0) return false;
-    if (line.substr(src_end, kLine.size()) != kLine) return false;
-    const size_t digits = src_end + kLine.size(), digits_end = line.size() - 2;
-    if (digits_end <= digits || digits_end - digits > 18) return false;
+    // The provenance, read from the end: the line number, `,"line":`, and the source string,
+    // which starts after the last `,"grist":{"src":` before it (inside a string those quotes
+    // would be escaped; a "grist" member inside meta comes before the record's own). Each step
+    // looks at a few bytes, so a line of another shape is turned down without a pass over it.
+    const size_t digits_end = line.size() - 2;
+    size_t digits = digits_end;
+    while (digits > 0 && digits_end - digits <= 18 && line[digits - 1] >= '0' &&
+           line[digits - 1] <= '9') {
+      --digits;
+    }
+    if (digits == digits_end || digits_end - digits > 18) return false;
     if (line[digits] == '0' && digits_end - digits > 1) return false;
-    for (size_t i = digits; i < digits_end; ++i) {
-      if (line[i] < '0' || line[i] > '9') return false;
+    if (digits < kLine.size() + 1 || line.substr(digits - kLine.size(), kLine.size()) != kLine) {
+      return false;
+    }
+    const size_t src_end = digits - kLine.size();  // after the source's closing quote
+    const size_t grist = line.rfind(kGrist, src_end - 1);
+    if (grist == std::string_view::npos || grist < kHead.size()) return false;
+    size_t scanned_end = 0, src_bytes = 0;
+    if (!ScanJsonStringAsWritten(line, grist + kGrist.size(), &scanned_end, &src_bytes) ||
+        scanned_end != src_end || src_bytes == 0) {
+      return false;
     }
     if (!simdjson::validate_utf8(line.data(), line.size())) return false;
     size_t text_end = 0;

@@ -58,6 +58,9 @@ class SplitDecoders {
   static size_t DefaultChunksInFlight(int threads);
   static constexpr size_t kAheadFiles = 2;
   static constexpr uint64_t kLargeFileShare = 16;
+  // The decoders that may hold pieces at once beyond those being read (see above): a budget for
+  // the pieces in flight divides by this.
+  static constexpr size_t kMaxHoldingDecoders = 1 + 2 * kAheadFiles;
 
   // `splits`: the splits this pass reads, in the order it opens them. Only stream splits matter.
   SplitDecoders(Env* env, const std::vector<InputFile>& files, const std::vector<InputSplit>& splits,

@@ -18,8 +18,10 @@ std::unique_ptr<SplitDecoders> PassDecoders(const Ctx& c, const std::vector<size
   std::vector<InputSplit> splits;
   splits.reserve(indices.size());
   for (size_t i : indices) splits.push_back(c.splits[i]);
-  // Decoded pieces (<= 1 MiB each) waiting for readers: at most an eighth of the budget.
-  const uint64_t by_budget = std::max<uint64_t>(2, c.opt.memory_limit / 8 / (1ull << 20));
+  // Decoded pieces (<= 1 MiB each) waiting for readers: at most an eighth of the budget, over all
+  // the decoders that may hold them at once.
+  const uint64_t by_budget = std::max<uint64_t>(
+      2, c.opt.memory_limit / 8 / SplitDecoders::kMaxHoldingDecoders / (1ull << 20));
   const size_t chunks = static_cast<size_t>(std::min<uint64_t>(
       by_budget, SplitDecoders::DefaultChunksInFlight(c.pool->size())));
   return std::make_unique<SplitDecoders>(c.env, c.files, splits, c.opt.input, chunks);

@@ -173,6 +173,24 @@ inline absl::StatusOr<uint64_t> SplitKey(const Ctx& c, size_t split_index, uint6
 // that fn must reset, e.g. `doc = Document()`). With `progress`, adds the
 // split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
 // split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
+// Adds a split's bytes to a Progress as its reader consumes them, never more than the split's.
+class SplitProgress {
+ public:
+  SplitProgress(Progress* progress, uint64_t split_bytes)
+      : progress_(progress), split_bytes_(split_bytes) {}
+  // The reader has consumed `upto` bytes (the split's size at its end).
+  void Report(uint64_t upto) {
+    upto = std::min(upto, split_bytes_);
+    if (progress_ != nullptr && upto > reported_) progress_->Add(upto - reported_);
+    reported_ = std::max(reported_, upto);
+  }
+
+ private:
+  Progress* progress_;
+  uint64_t split_bytes_;
+  uint64_t reported_ = 0;
+};
+
 template <typename Fn>
 absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr,
                         SplitDecoders* decoders = nullptr) {
@@ -180,15 +198,10 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
   ASSIGN_OR_RETURN(auto reader, OpenSplitReader(c, split_index, decoders));
   Document doc;
   uint64_t ordinal = 0;
-  uint64_t reported = 0;
-  auto report = [&](uint64_t upto) {
-    upto = std::min(upto, split.bytes);
-    if (progress != nullptr && upto > reported) progress->Add(upto - reported);
-    reported = std::max(reported, upto);
-  };
+  SplitProgress report(progress, split.bytes);
   while (true) {
     ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
-    report(more ? reader->bytes_consumed() : split.bytes);
+    report.Report(more ? reader->bytes_consumed() : split.bytes);
     if (!more) break;
     ASSIGN_OR_RETURN(const uint64_t key, SplitKey(c, split_index, ordinal));
     RETURN_IF_ERROR(fn(key, doc));
@@ -208,16 +221,11 @@ absl::Status ForEachLineOrDoc(const Ctx& c, size_t split_index, LineFn line_fn, 
   Document doc;
   RecordReader::Line line;
   uint64_t ordinal = 0;
-  uint64_t reported = 0;
-  auto report = [&](uint64_t upto) {
-    upto = std::min(upto, split.bytes);
-    if (progress != nullptr && upto > reported) progress->Add(upto - reported);
-    reported = std::max(reported, upto);
-  };
+  SplitProgress report(progress, split.bytes);
   while (true) {
     bool as_line = false;
     ASSIGN_OR_RETURN(bool more, reader->NextLineOrDoc(&line, &doc, &as_line));
-    report(more ? reader->bytes_consumed() : split.bytes);
+    report.Report(more ? reader->bytes_consumed() : split.bytes);
     if (!more) break;
     ASSIGN_OR_RETURN(const uint64_t key, SplitKey(c, split_index, ordinal));
     if (as_line) {

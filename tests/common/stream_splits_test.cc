@@ -382,6 +382,20 @@ TEST(StreamSplitsTest, PiecesFillRecycledBuffers) {
   EXPECT_EQ(kept->Get() != nullptr, true);
 }
 
+// Reads split `s` of `files` through `d`, appending each record's Describe to got[file].
+void ReadSplitInto(const std::vector<InputFile>& files, const InputSplit& s, SplitDecoders* d,
+                   std::vector<std::vector<std::string>>* got) {
+  auto r = OpenRecordReader(Env::Default(), files[s.file_index], s, InputOptions(), d);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Document doc;
+  while (true) {
+    auto more = (*r)->Next(&doc);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    (*got)[s.file_index].push_back(Describe(doc));
+  }
+}
+
 // Claiming a split of one file starts the decoders of the next kAheadFiles files (in the order the
 // splits are listed), each holding at most the pieces a decoder may hold; the files after those
 // wait for their own turn. Every file still reads exactly as a whole read gives. (17 files of
@@ -405,17 +419,6 @@ TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
   SplitDecoders d(Env::Default(), *files, *splits, InputOptions(), kLimit);
   for (size_t f = 0; f < kFiles; ++f) EXPECT_FALSE(d.Started(f)) << f;
   std::vector<std::vector<std::string>> got(kFiles);
-  auto read = [&](const InputSplit& s) {
-    auto r = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, InputOptions(), &d);
-    ASSERT_TRUE(r.ok()) << r.status();
-    Document doc;
-    while (true) {
-      auto more = (*r)->Next(&doc);
-      ASSERT_TRUE(more.ok()) << more.status();
-      if (!*more) break;
-      got[s.file_index].push_back(Describe(doc));
-    }
-  };
   {
     auto first = OpenRecordReader(Env::Default(), (*files)[0], (*splits)[0], InputOptions(), &d);
     ASSERT_TRUE(first.ok());
@@ -437,7 +440,7 @@ TEST(StreamSplitsTest, ClaimingASplitStartsTheNextFilesDecoders) {
     EXPECT_LE(d.HeldPieces(0), kLimit);
   }
   // The first split again is decoded privately (it was claimed); then the rest, in order.
-  for (const InputSplit& s : *splits) read(s);
+  for (const InputSplit& s : *splits) ReadSplitInto(*files, s, &d, &got);
   for (size_t f = 0; f < kFiles; ++f) EXPECT_TRUE(d.Started(f)) << f;
   for (size_t f = 0; f < kFiles; ++f) {
     Outcome whole = ReadSplits((*files)[f], {InputSplit{}}, InputOptions(), nullptr);
@@ -477,17 +480,7 @@ TEST(StreamSplitsTest, TheLargestFilesDecodeFromTheStart) {
   EXPECT_EQ(d.HeldPieces(8), kLimit);
   EXPECT_EQ(d.HeldPieces(10), kLimit);
   std::vector<std::vector<std::string>> got(11);
-  for (const InputSplit& s : *splits) {
-    auto r = OpenRecordReader(Env::Default(), (*files)[s.file_index], s, InputOptions(), &d);
-    ASSERT_TRUE(r.ok()) << r.status();
-    Document doc;
-    while (true) {
-      auto more = (*r)->Next(&doc);
-      ASSERT_TRUE(more.ok()) << more.status();
-      if (!*more) break;
-      got[s.file_index].push_back(Describe(doc));
-    }
-  }
+  for (const InputSplit& s : *splits) ReadSplitInto(*files, s, &d, &got);
   for (size_t f = 0; f < 11; ++f) {
     EXPECT_TRUE(d.Started(f)) << f;
     Outcome whole = ReadSplits((*files)[f], {InputSplit{}}, InputOptions(), nullptr);

@@ -25,7 +25,7 @@ absl::StatusOr<bool> RecordReader::Skip(uint64_t* input_bytes) {
   return more;
 }
 
-absl::StatusOr<bool> RecordReader::NextLineOrDoc(Line* line, Document* doc, bool* as_line) {
+absl::StatusOr<bool> RecordReader::NextLineOrDoc(Line* /*line*/, Document* doc, bool* as_line) {
   *as_line = false;
   return Next(doc);
 }

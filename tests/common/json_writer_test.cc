@@ -135,7 +135,9 @@ TEST(JsonWriterTest, ScanAcceptsExactlyWhatAppendJsonStringWrites) {
   };
   for (int c = 0; c < 0x80; ++c) {
     const std::string raw = std::string("\"a") + static_cast<char>(c) + "b\"";
-    if (c != '"' && c != '\\') EXPECT_EQ(scans(raw), c >= 0x20 && c != 0x7f) << c;
+    if (c != '"' && c != '\\') {
+      EXPECT_EQ(scans(raw), c >= 0x20 && c != 0x7f) << c;
+    }
     char u[16];
     std::snprintf(u, sizeof(u), "\"\\u%04x\"", c);
     const bool written = (c < 0x20 && c != '\b' && c != '\f' && c != '\n' && c != '\r' &&

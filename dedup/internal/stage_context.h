@@ -168,11 +168,6 @@ inline absl::StatusOr<uint64_t> SplitKey(const Ctx& c, size_t split_index, uint6
   return MakeKey(split_index, ordinal);
 }
 
-// Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the
-// pass's PassDecoders, when given); fn may take the Document (moving from it leaves a Document
-// that fn must reset, e.g. `doc = Document()`). With `progress`, adds the
-// split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
-// split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
 // Adds a split's bytes to a Progress as its reader consumes them, never more than the split's.
 class SplitProgress {
  public:
@@ -191,6 +186,11 @@ class SplitProgress {
   uint64_t reported_ = 0;
 };
 
+// Reads every document of split `split_index`, calling fn(key, doc) (through `decoders`, the
+// pass's PassDecoders, when given); fn may take the Document (moving from it leaves a Document
+// that fn must reset, e.g. `doc = Document()`). With `progress`, adds the
+// split's bytes as stored (compressed bytes of a compressed input, what a progress total made of
+// split sizes counts): the reader's consumed bytes as it goes, capped, the rest at the end.
 template <typename Fn>
 absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progress = nullptr,
                         SplitDecoders* decoders = nullptr) {

@@ -148,7 +148,8 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       if (is_target) return stage_report({.name = s.name, .note = "disabled in the config"});
       continue;
     }
-    std::optional<StageRecord> rec = LoadRecord(env, b.RecordPath(s.name), bc.hash, s.output_root);
+    std::optional<StageRecord> rec =
+        LoadRecord(env, b.RecordPath(s.name), bc.hash, s.output_root, opts.run.threads);
     if (is_target) {
       if (rec && !step->completes) {
         return absl::FailedPreconditionError(absl::StrCat("--stage ", stage,

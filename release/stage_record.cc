@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_writer.h"
@@ -37,11 +38,27 @@ std::string OutputsDiffer(const std::vector<StageOutput>& recorded, const std::v
     if (it->second->bytes != o.bytes) {
       return absl::StrCat(o.path, " has ", it->second->bytes, " bytes, the record says ", o.bytes);
     }
-    if (it->second->xxh3_128 != o.xxh3_128) return absl::StrCat(o.path, " does not match its checksum");
+    if (it->second->xxh3_128_pieces != o.xxh3_128_pieces) {
+      return absl::StrCat(o.path, " does not match its checksum");
+    }
     have.erase(it);
   }
   if (!have.empty()) return absl::StrCat(have.begin()->first, " is not in the record");
   return "";
+}
+
+// The checksum of a file from its pieces' digests (stage_record.h).
+std::string PiecesChecksum(std::span<const Hash128> pieces) {
+  Hasher128 h;
+  for (const Hash128& d : pieces) {
+    unsigned char be[16];
+    for (int b = 0; b < 8; ++b) {
+      be[b] = static_cast<unsigned char>(d.high >> (56 - 8 * b));
+      be[8 + b] = static_cast<unsigned char>(d.low >> (56 - 8 * b));
+    }
+    h.Update(be, sizeof(be));
+  }
+  return h.Digest().ToHex();
 }
 
 }  // namespace
@@ -54,16 +71,53 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   ListFilesUnder(env, root, "", &rels);
   std::sort(rels.begin(), rels.end());
   std::vector<StageOutput> out(rels.size());
-  RETURN_IF_ERROR(ParallelForThreads(threads, rels.size(), [&](size_t i) -> absl::Status {
+  std::vector<std::string> paths(rels.size());
+  // Every piece of every file is one item, so that one large file (a stage's single part) is read
+  // and hashed by every thread, not by one.
+  struct Piece {
+    size_t file;
+    uint64_t offset, bytes;
+  };
+  std::vector<Piece> pieces;
+  std::vector<size_t> first_piece(rels.size() + 1);
+  for (size_t i = 0; i < rels.size(); ++i) {
     const std::string& rel = rels[i];
-    const std::string path = rel.empty() ? root : JoinPath(root, rel);
-    StageOutput& o = out[i];
-    o.path = rel.empty() ? output_root : JoinPath(output_root, rel);
-    ASSIGN_OR_RETURN(o.bytes, env->GetFileSize(path));
-    ASSIGN_OR_RETURN(Hash128 h, HashFile128(env, path));
-    o.xxh3_128 = h.ToHex();
+    paths[i] = rel.empty() ? root : JoinPath(root, rel);
+    out[i].path = rel.empty() ? output_root : JoinPath(output_root, rel);
+    ASSIGN_OR_RETURN(out[i].bytes, env->GetFileSize(paths[i]));
+    first_piece[i] = pieces.size();
+    for (uint64_t off = 0; off < out[i].bytes; off += kChecksumPieceBytes) {
+      pieces.push_back({i, off, std::min(kChecksumPieceBytes, out[i].bytes - off)});
+    }
+  }
+  first_piece[rels.size()] = pieces.size();
+  std::vector<Hash128> digests(pieces.size());
+  RETURN_IF_ERROR(ParallelForThreads(threads, pieces.size(), [&](size_t k) -> absl::Status {
+    const Piece& p = pieces[k];
+    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, env->NewRandomAccessFile(paths[p.file]));
+    // One buffer per thread for the whole pass: fresh pages for every piece would cost more
+    // than the hashing on some VMs.
+    thread_local std::vector<char> buf;
+    buf.resize(1 << 20);
+    Hasher128 h;
+    for (uint64_t done = 0; done < p.bytes;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), p.bytes - done));
+      ASSIGN_OR_RETURN(size_t n, f->ReadAt(p.offset + done, buf.data(), want));
+      if (n == 0) {
+        return absl::DataLossError(absl::StrCat(paths[p.file], ": ended at byte ",
+                                                p.offset + done, " while hashing it (it had ",
+                                                out[p.file].bytes, " bytes)"));
+      }
+      h.Update(buf.data(), n);
+      done += n;
+    }
+    digests[k] = h.Digest();
     return absl::OkStatus();
   }));
+  for (size_t i = 0; i < rels.size(); ++i) {
+    out[i].xxh3_128_pieces = PiecesChecksum(
+        std::span<const Hash128>(digests).subspan(first_piece[i], first_piece[i + 1] - first_piece[i]));
+  }
   return out;
 }
 
@@ -71,7 +125,7 @@ std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
   JsonWriter w(0);
   w.BeginArray();
   for (const StageOutput& o : outputs) {
-    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes).Field("xxh3_128", o.xxh3_128);
+    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes).Field(kChecksumKey, o.xxh3_128_pieces);
     w.EndObject();
   }
   w.EndArray();
@@ -106,7 +160,7 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
 }
 
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
-                                      const std::string& output_root) {
+                                      const std::string& output_root, int threads) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   const std::string work = DirName(DirName(path));
@@ -144,15 +198,19 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   for (simdjson::dom::element o : outputs) {
     StageOutput x;
     std::string_view pth, hx;
+    if (o[kChecksumKey].error() == simdjson::NO_SUCH_FIELD &&
+        o["xxh3_128"].error() == simdjson::SUCCESS) {
+      return damaged("its outputs' checksums are an earlier grist's (whole-file xxh3_128)");
+    }
     if (o["path"].get(pth) != simdjson::SUCCESS || o["bytes"].get(x.bytes) != simdjson::SUCCESS ||
-        o["xxh3_128"].get(hx) != simdjson::SUCCESS) {
+        o[kChecksumKey].get(hx) != simdjson::SUCCESS) {
       return damaged("a bad entry in 'outputs'");
     }
     x.path = std::string(pth);
-    x.xxh3_128 = std::string(hx);
+    x.xxh3_128_pieces = std::string(hx);
     recorded.push_back(std::move(x));
   }
-  auto now = StageOutputs(env, work, output_root);
+  auto now = StageOutputs(env, work, output_root, threads);
   if (!now.ok()) return damaged(std::string(now.status().message()));
   if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
   r.outputs_json = StageOutputsJson(*now);

@@ -1,6 +1,6 @@
 // A stage's completion record, WORK/stages/<stage>.json (release/release.h): the stage's summary
-// and report, and every output file it left with its size and XXH3-128, so that a rerun resumes
-// after a stage only when its outputs are exactly as recorded.
+// and report, and every output file it left with its size and checksum, so that a rerun resumes
+// after a stage only when its outputs are exactly as recorded (docs/formats/build.md).
 #ifndef GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
 #define GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
 
@@ -22,17 +22,24 @@ struct StageRecord {
   std::string outputs_json = "[]";  // StageOutputs() of the completed stage
 };
 
+// A stage output's checksum is the XXH3-128 of the XXH3-128 digests (16 bytes each, canonical
+// big-endian order) of its pieces of kChecksumPieceBytes, in file order (the last one shorter; an
+// empty file has none): not the file's own XXH3-128, so that the pieces of one large file are
+// hashed on many threads at once. Lowercase hex under kChecksumKey in the record.
+inline constexpr uint64_t kChecksumPieceBytes = 4ull << 20;
+inline constexpr const char* kChecksumKey = "xxh3_128_of_4mib_pieces";
+
 // One file a stage left under its output root (WORK/<root>, the table's StageDef::output_root).
 struct StageOutput {
   std::string path;  // relative to the work folder
   uint64_t bytes = 0;
-  std::string xxh3_128;
+  std::string xxh3_128_pieces;  // the checksum above, hex
   bool operator==(const StageOutput&) const = default;
 };
 
-// Every file a stage left under WORK/<output_root>, in path order, with its size and XXH3-128:
-// recorded with the stage, checked on resume. The files are hashed on up to `threads` threads
-// (0: every CPU); the result does not depend on it.
+// Every file a stage left under WORK/<output_root>, in path order, with its size and checksum:
+// recorded with the stage, checked on resume. The pieces of all the files are hashed on up to
+// `threads` threads (0: every CPU); the result does not depend on it.
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
                                                       const std::string& output_root,
                                                       int threads = 1);
@@ -45,9 +52,9 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path);
 // The stage's record when it completed under this config and its outputs (under `work`) are
 // exactly as recorded; nullopt otherwise (missing, torn or damaged record, another config, an
 // output missing, added, truncated or changed: the stage runs again, with a note on stderr when
-// the record was there).
+// the record was there). The outputs are hashed on up to `threads` threads, as StageOutputs.
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
-                                      const std::string& output_root);
+                                      const std::string& output_root, int threads);
 
 }  // namespace grist::release::internal
 

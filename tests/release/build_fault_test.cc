@@ -337,6 +337,17 @@ const Damage kDamages[] = {
        FlipByte(JoinPath(w, "tokens/" + n), 10);
        return "tokens/" + n + " does not match its checksum";
      }},
+    {"a clean record of an earlier grist, with whole-file checksums", "clean",
+     [](const std::string& w) {
+       const std::string rec = JoinPath(w, "stages/clean.json");
+       std::string text = *ReadFileToString(Env::Default(), rec);
+       const std::string key = "\"xxh3_128_of_4mib_pieces\"";  // docs/formats/build.md
+       for (size_t at; (at = text.find(key)) != std::string::npos;) {
+         text.replace(at, key.size(), "\"xxh3_128\"");
+       }
+       EXPECT_TRUE(WriteFileAtomic(Env::Default(), rec, text).ok());
+       return std::string("its outputs' checksums are an earlier grist's (whole-file xxh3_128)");
+     }},
     {"a corrupt dedup record", "dedup",
      [](const std::string& w) {
        EXPECT_TRUE(WriteFileAtomic(Env::Default(), JoinPath(w, "stages/dedup.json"), "{\"config_x").ok());

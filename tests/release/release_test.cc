@@ -497,6 +497,47 @@ TEST(ReleaseTest, AGivenModelBuildsWhatTrainingItBuilt) {
 
 // The stage records' output hashes and the manifest's input hashes, made on several threads, are
 // those of one thread: each file's size and XXH3-128, in path (resp. input) order.
+// The stage records' checksum (stage_record.h), computed here from its definition: XXH3-128 of
+// the pieces' XXH3-128 digests in canonical (big-endian) bytes.
+std::string PiecesChecksumOf(std::string_view bytes) {
+  std::string digests;
+  for (size_t off = 0; off < bytes.size(); off += internal::kChecksumPieceBytes) {
+    const Hash128 d = Hash128Of(bytes.substr(off, internal::kChecksumPieceBytes));
+    for (uint64_t half : {d.high, d.low}) {
+      for (int b = 7; b >= 0; --b) digests.push_back(static_cast<char>(half >> (8 * b)));
+    }
+  }
+  return Hash128Of(digests).ToHex();
+}
+
+// A file of several pieces (the last one short) and an empty one: the same checksums from the
+// definition and for every thread count, which hash the pieces of one file at once.
+TEST(ReleaseTest, StageOutputsHashLargeFilesInPieces) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->CreateDirs(tmp.Join("w/out")).ok());
+  std::string big(2 * internal::kChecksumPieceBytes + 12345, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : big) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("w/out/big"), big).ok());
+  ASSERT_TRUE(WriteFileAtomic(env, tmp.Join("w/out/empty"), "").ok());
+  const std::string want_big = PiecesChecksumOf(big);
+  EXPECT_NE(want_big, HashFile128(env, tmp.Join("w/out/big"))->ToHex());  // not the whole file's
+  for (int threads : {1, 2, 3, 8}) {
+    auto o = internal::StageOutputs(env, tmp.Join("w"), "out", threads);
+    ASSERT_TRUE(o.ok()) << o.status();
+    ASSERT_EQ(o->size(), 2u);
+    EXPECT_EQ((*o)[0].path, "out/big");
+    EXPECT_EQ((*o)[0].bytes, big.size());
+    EXPECT_EQ((*o)[0].xxh3_128_pieces, want_big) << threads;
+    EXPECT_EQ((*o)[1].bytes, 0u);
+    EXPECT_EQ((*o)[1].xxh3_128_pieces, PiecesChecksumOf("")) << threads;
+  }
+}
+
 TEST(ReleaseTest, OutputAndInputHashesDoNotDependOnTheThreads) {
   TempDir tmp;
   Env* env = Env::Default();
@@ -514,7 +555,7 @@ TEST(ReleaseTest, OutputAndInputHashesDoNotDependOnTheThreads) {
   EXPECT_EQ((*one)[0].path, "out/f1");  // path order: f1, f2, f4, f5, f7, f8, sub/...
   EXPECT_EQ((*one)[8].path, "out/sub/f6");
   EXPECT_EQ((*one)[8].bytes, 6001u);
-  EXPECT_EQ((*one)[8].xxh3_128, HashFile128(env, paths[6])->ToHex());
+  EXPECT_EQ((*one)[8].xxh3_128_pieces, PiecesChecksumOf(std::string(6001, 'g')));
   for (int threads : {0, 2, 4, 16}) {
     auto many = internal::StageOutputs(env, tmp.Join("w"), "out", threads);
     ASSERT_TRUE(many.ok()) << many.status();

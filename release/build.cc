@@ -199,7 +199,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   po.run = opts.run;
   ASSIGN_OR_RETURN(po.tokenizer, b.Tokenizer());
   po.tokens_dir = b.TokensDir();
-  ASSIGN_OR_RETURN(po.inputs, HashInputs(env, b.input_files, opts.run.threads));
+  po.inputs = std::move(b.input_files);
   po.records = std::move(b.records);
   po.total = &total;
   return PackAndPublish(env, po);
@@ -220,7 +220,7 @@ absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro)
   po.run = pro.run;
   po.tokenizer = tok.get();
   po.tokens_dir = pro.tokens_dir;
-  ASSIGN_OR_RETURN(po.inputs, HashInputs(env, files, pro.run.threads));
+  po.inputs = std::move(files);
   // The tokenize stage's counts: the sum over the tasks' reports; clean and dedup not run.
   ASSIGN_OR_RETURN(tokenize::EncodeReport er, MergeEncodeReports(env, parts));
   StageRecord enc = EncodeRecord(er);

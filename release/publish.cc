@@ -318,6 +318,16 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   };
   const int threads = o.run.threads <= 0 ? NumCpus() : o.run.threads;  // 0: every CPU
   const bool threaded = threads > 1;
+  // The inputs' checksums for the manifest are read while the tokens are packed, which keeps two
+  // or three threads busy whatever the count: read first, on their own, they were a pass in which
+  // the two largest inputs kept two threads busy and the others waited.
+  absl::StatusOr<std::vector<shard::FileInfo>> inputs = absl::UnknownError("inputs not hashed");
+  std::jthread input_hasher;
+  if (threaded) {
+    input_hasher = std::jthread([&] { inputs = HashInputs(env, o.inputs, threads); });
+  } else {
+    inputs = HashInputs(env, o.inputs, 1);
+  }
   const int32_t eos_id = tok->eos_id();
   // Before splits: they outlive their consumers and the items they hold.
   // One pool of batches per split: the validation packer's window keeps its batches for long,
@@ -481,7 +491,8 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   m.grist_version = GRIST_VERSION;
   m.config_json = bc.canonical_json;
   m.config_xxh3_128 = bc.hash;
-  m.inputs = o.inputs;
+  if (input_hasher.joinable()) input_hasher.join();
+  ASSIGN_OR_RETURN(m.inputs, std::move(inputs));
   m.seq_len = static_cast<uint32_t>(po.seq_len);
   m.sample_tokens = st;
   m.token_dtype = dtype;

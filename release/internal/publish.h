@@ -33,7 +33,8 @@ struct PublishOptions {
   RunOptions run;
   tokenize::Tokenizer* tokenizer = nullptr;
   std::string tokens_dir;  // a complete tokenize output (every task's part)
-  std::vector<shard::FileInfo> inputs;  // the config's inputs, hashed, for the manifest
+  // The config's inputs, hashed (HashInputs) for the manifest while the tokens are packed.
+  std::vector<InputFile> inputs;
   // The completed stages by name (the table's); a stage absent here is recorded as disabled.
   std::map<std::string, StageRecord> records;
   const Stopwatch* total = nullptr;

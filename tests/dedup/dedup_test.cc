@@ -1,3 +1,4 @@
+// Tests of the dedup pipeline (dedup/dedup.h): RunDedup and its stages, end to end.
 #include "dedup/dedup.h"
 
 #include <gtest/gtest.h>
@@ -9,16 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
-#include "common/documents_format.h"
 #include "common/env.h"
-#include "common/hash.h"
 #include "common/json_writer.h"
-#include "common/records.h"
 #include "common/rng.h"
-#include "dedup/dedup_format.h"
-#include "dedup/internal/files.h"
-#include "dedup/internal/stage_context.h"
 #include "tests/dedup/dedup_test_util.h"
 #include "tests/test_util.h"
 
@@ -891,57 +885,6 @@ TEST(Dedup, DiskFullDuringTheMergeSpill) {
   EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, "dedup_report.json")));
 }
 
-TEST(SetsFile, RoundTripAndCorruption) {
-  TempDir tmp;
-  const std::string path = tmp.Join("sets.bin");
-  internal::FileHeader h;
-  h.kind = format::Kind::kShingleSets;
-  {
-    auto w = internal::FileWriter::Open(Env::Default(), path, h);
-    ASSERT_TRUE(w.ok());
-    std::string data;
-    internal::AppendSetRecord(&data, 7, {1, 2, 3});
-    internal::AppendSetRecord(&data, 9, {});
-    internal::AppendSetRecord(&data, 12, {5});
-    ASSERT_TRUE((*w)->AddSerialized(data, 3).ok());
-    ASSERT_TRUE((*w)->Finish().ok());
-  }
-  auto read_all = [&]() -> absl::Status {
-    auto r = internal::FileReader::Open(Env::Default(), path, format::Kind::kShingleSets, 0);
-    if (!r.ok()) return r.status();
-    uint64_t key;
-    std::vector<uint64_t> v;
-    std::vector<std::pair<uint64_t, std::vector<uint64_t>>> got;
-    while (true) {
-      auto more = (*r)->NextSet(&key, &v);
-      if (!more.ok()) return more.status();
-      if (!*more) break;
-      got.emplace_back(key, v);
-    }
-    using Sets = std::vector<std::pair<uint64_t, std::vector<uint64_t>>>;
-    EXPECT_EQ(got, (Sets{{7, {1, 2, 3}}, {9, {}}, {12, {5}}}));
-    return absl::OkStatus();
-  };
-  ASSERT_TRUE(read_all().ok());
-  const std::string good = *ReadFileToString(Env::Default(), path);
-  const size_t body = format::kHeaderSize;
-  // A value flipped: checksum. A count that runs past the end: named as such. Truncated: footer.
-  std::string bad = good;
-  bad[body + 16 + 8] ^= 1;
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
-  absl::Status s = read_all();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(std::string(s.message()).find("checksum mismatch"), std::string::npos) << s;
-  bad = good;
-  bad[body + 8] = 100;
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, bad).ok());
-  s = read_all();
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(std::string(s.message()).find("set record of 100 values"), std::string::npos) << s;
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, good.substr(0, good.size() - 9)).ok());
-  EXPECT_EQ(read_all().code(), absl::StatusCode::kDataLoss);
-}
-
 // r, x, y in input order: r and x are each near y (Jaccard 0.87) but not near each other (0.76).
 // x is removed (its cluster's first document is r) though its only edge goes to the later y.
 TEST(Dedup, DuplicateOfIsEarlierUnlessTheOnlyEdgeIsToALaterDocument) {
@@ -1067,34 +1010,6 @@ TEST(Dedup, HugeDocumentAndInvalidUtf8) {
   EXPECT_EQ(r->counts.docs_in, 3u);
   EXPECT_EQ(r->counts.docs_out, 2u);
   EXPECT_EQ(r->removed_exact, 1u);
-}
-
-TEST(Options, FromConfigAndValidation) {
-  auto cfg = Config::FromString("[dedup]\nthreshold = 0.7\nngram = 3\nline_dedup = true\n", "t.toml");
-  ASSERT_TRUE(cfg.ok());
-  auto o = DedupOptions::FromConfig(*cfg);
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->bands, 0);  // a threshold alone: automatic bands x rows
-  EXPECT_EQ(o->Resolved().bands, 12);
-  EXPECT_EQ(o->Resolved().rows, 9);
-  EXPECT_EQ(o->shingle.n, 3);
-  EXPECT_TRUE(o->line_dedup);
-  auto def = DedupOptions::FromConfig(Config());
-  ASSERT_TRUE(def.ok());
-  EXPECT_EQ(def->bands, 14);
-  EXPECT_EQ(def->rows, 8);
-  EXPECT_EQ(def->num_perm, 112);
-  auto bad = Config::FromString("[dedup]\nbands = 20\nrows = 8\n", "t.toml");
-  auto e = DedupOptions::FromConfig(*bad);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(std::string(e.status().message()).find("exceeds num_perm"), std::string::npos);
-  auto badnorm = Config::FromString("[dedup]\nexact_normalize = \"nfkc\"\n", "t.toml");
-  EXPECT_FALSE(DedupOptions::FromConfig(*badnorm).ok());
-  DedupOptions small;
-  small.memory_limit = 1 << 20;
-  EXPECT_TRUE(small.Validate().ok());
-  small.memory_limit = (1 << 20) - 1;
-  EXPECT_NE(std::string(small.Validate().message()).find("at least 1 MB"), std::string::npos);
 }
 
 }  // namespace

@@ -14,11 +14,14 @@
 #include "common/config.h"
 #include "common/env.h"
 #include "common/records.h"
+#include "tests/common/records_test_util.h"
 #include "tests/test_util.h"
 
 namespace grist {
 namespace {
 
+using ::grist::testing::ReadAll;
+using ::grist::testing::ReadResult;
 using ::grist::testing::TempDir;
 
 // Sets GRIST_PYTHON to a script with `body` for the life of the object.
@@ -34,39 +37,6 @@ class FakePython {
  private:
   std::string path_;
 };
-
-struct Read {
-  std::vector<Document> docs;
-  absl::Status status;
-};
-
-Read ReadInput(const std::string& input) {
-  Read r;
-  auto files = ListInputs(Env::Default(), {input});
-  if (!files.ok()) {
-    r.status = files.status();
-    return r;
-  }
-  auto splits = PlanSplits(Env::Default(), *files, 1 << 20);
-  EXPECT_TRUE(splits.ok());
-  EXPECT_EQ(splits->size(), 1u);
-  auto reader = OpenRecordReader(Env::Default(), (*files)[0], (*splits)[0], InputOptions());
-  if (!reader.ok()) {
-    r.status = reader.status();
-    return r;
-  }
-  Document d;
-  while (true) {
-    auto more = (*reader)->Next(&d);
-    if (!more.ok()) {
-      r.status = more.status();
-      break;
-    }
-    if (!*more) break;
-    r.docs.push_back(d);
-  }
-  return r;
-}
 
 TEST(PythonRecordsTest, InputKinds) {
   EXPECT_EQ(FormatOf("/d/part-0.parquet"), InputFormat::kParquet);
@@ -110,7 +80,7 @@ TEST(PythonRecordsTest, RowsAreRecordsNumberedByRow) {
   FakePython py(t, R"(for a in "$@"; do last="$last $a"; done
 printf '{"text": "%s", "id": 7}\n' "$last"
 printf '{"text": null, "id": 8}\n{"id": 9, "text": "third"}\n')");
-  Read r = ReadInput(pq);
+  ReadResult r = ReadAll(pq);
   ASSERT_TRUE(r.status.ok()) << r.status;
   ASSERT_EQ(r.docs.size(), 3u);
   EXPECT_NE(r.docs[0].text.find(" --records parquet " + pq + " --text-field text"), std::string::npos)
@@ -123,7 +93,7 @@ printf '{"text": null, "id": 8}\n{"id": 9, "text": "third"}\n')");
   EXPECT_EQ(r.docs[2].line, 3u);
 
   // A dataset: the spec without its prefix is the source the child gets.
-  Read d = ReadInput("hf-dataset:org/name:validation");
+  ReadResult d = ReadAll("hf-dataset:org/name:validation");
   ASSERT_TRUE(d.status.ok()) << d.status;
   ASSERT_EQ(d.docs.size(), 3u);
   EXPECT_NE(d.docs[0].text.find(" --records hf-dataset org/name:validation "), std::string::npos)
@@ -139,7 +109,7 @@ TEST(PythonRecordsTest, ChildFailureComesAfterItsRowsAndNamesTheSource) {
     FakePython py(t, "while [ \"$1\" != --records ]; do shift; done\n"
                      "echo '{\"text\": \"first\"}'\nfor i in 1 2 3; do echo progress >&2; done\n"
                      "echo \"grist.hf: $3: no column 'text' (columns: body)\" >&2\nexit 1");
-    Read r = ReadInput(pq);
+    ReadResult r = ReadAll(pq);
     ASSERT_EQ(r.docs.size(), 1u);
     EXPECT_EQ(r.docs[0].text, "first");
     EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition);
@@ -148,7 +118,7 @@ TEST(PythonRecordsTest, ChildFailureComesAfterItsRowsAndNamesTheSource) {
   }
   {
     FakePython py(t, "echo 'Traceback: something else' >&2\nkill -9 $$");
-    Read r = ReadInput(pq);
+    ReadResult r = ReadAll(pq);
     EXPECT_TRUE(r.docs.empty());
     EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(r.status.message().find(pq + ": the Python reader ("), std::string::npos) << r.status;
@@ -157,7 +127,7 @@ TEST(PythonRecordsTest, ChildFailureComesAfterItsRowsAndNamesTheSource) {
         << r.status;
   }
   ::setenv("GRIST_PYTHON", t.Join("no-such-python").c_str(), 1);
-  Read r = ReadInput(pq);
+  ReadResult r = ReadAll(pq);
   ::unsetenv("GRIST_PYTHON");
   EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status.message().find(pq + ": reading Parquet needs Python 3 with pyarrow: cannot run '"),

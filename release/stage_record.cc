@@ -114,9 +114,10 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
     digests[k] = h.Digest();
     return absl::OkStatus();
   }));
+  const std::span<const Hash128> all(digests);
   for (size_t i = 0; i < rels.size(); ++i) {
-    out[i].xxh3_128_pieces = PiecesChecksum(
-        std::span<const Hash128>(digests).subspan(first_piece[i], first_piece[i + 1] - first_piece[i]));
+    out[i].xxh3_128_pieces =
+        PiecesChecksum(all.subspan(first_piece[i], first_piece[i + 1] - first_piece[i]));
   }
   return out;
 }
@@ -125,7 +126,8 @@ std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
   JsonWriter w(0);
   w.BeginArray();
   for (const StageOutput& o : outputs) {
-    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes).Field(kChecksumKey, o.xxh3_128_pieces);
+    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes);
+    w.Field(kChecksumKey, o.xxh3_128_pieces);
     w.EndObject();
   }
   w.EndArray();

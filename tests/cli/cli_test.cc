@@ -53,11 +53,13 @@ std::string Grist() { return std::string(GRIST_BINARY_DIR) + "/grist"; }
 // files, optional environment settings "NAME=value".
 Proc RunGrist(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
          const std::string& stdout_path = "") {
-  static TempDir* scratch = new TempDir();
+  // Removed when the test process exits (the forked children leave by exec or _exit, which run
+  // no destructors); it was allocated and never freed, so every test process left one behind.
+  static TempDir scratch;
   static int counter = 0;
-  const std::string out = stdout_path.empty() ? scratch->Join(absl::StrCat("o", ++counter))
+  const std::string out = stdout_path.empty() ? scratch.Join(absl::StrCat("o", ++counter))
                                               : stdout_path;
-  const std::string err = scratch->Join(absl::StrCat("e", ++counter));
+  const std::string err = scratch.Join(absl::StrCat("e", ++counter));
   pid_t pid = ::fork();
   if (pid == 0) {
     int o = ::open(out.c_str(), O_WRONLY | O_CREAT | (stdout_path.empty() ? O_TRUNC : O_APPEND), 0644);

@@ -1,10 +1,13 @@
 #include "bench/target_fs.h"
 
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -76,6 +79,27 @@ absl::StatusOr<std::string> Gluster(const std::string& args) {
   return r.output;
 }
 
+// The name of a file system type from statfs's f_type, for the types a course machine has;
+// "statfs 0x<magic>" for others.
+std::string FsTypeName(uint64_t magic) {
+  switch (magic) {
+    case 0xEF53: return "ext4";  // ext2, ext3 and ext4 share the magic
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlay";
+    case 0x6969: return "nfs";
+    case 0x65735546: return "fuse";
+    case 0x2FC12FC1: return "zfs";
+    case 0x0BD00BD0: return "lustre";
+    default: {
+      std::ostringstream h;
+      h << "statfs 0x" << std::hex << magic;
+      return h.str();
+    }
+  }
+}
+
 }  // namespace
 
 std::string TargetFs::Describe() const {
@@ -89,7 +113,7 @@ std::string TargetFs::Describe() const {
   return s;
 }
 
-absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir) {
+absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir, const std::string& mounts) {
   TargetFs t;
   t.dir = dir;
   char real[4096];
@@ -97,7 +121,7 @@ absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat("cannot resolve ", dir));
   }
   const std::string path(real);
-  std::ifstream in("/proc/self/mounts");
+  std::ifstream in(mounts);
   std::string line;
   size_t best = 0;
   while (std::getline(in, line)) {
@@ -112,7 +136,16 @@ absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir) {
     t.source = Unescape(f[0]);
     t.fs_type = f[2];
   }
-  if (t.mount_point.empty()) return absl::NotFoundError(absl::StrCat(dir, " is on no listed mount"));
+  if (t.mount_point.empty()) {
+    // No listed mount holds it: a chroot whose root is not a mount point, or a mount namespace
+    // that hides it. The file system's type and device are still known from the path itself.
+    struct statfs sf;
+    if (::statfs(path.c_str(), &sf) != 0) {
+      return absl::NotFoundError(absl::StrCat(dir, " is on no listed mount and statfs fails: ",
+                                              std::strerror(errno)));
+    }
+    t.fs_type = FsTypeName(static_cast<uint64_t>(sf.f_type));
+  }
   if (t.fs_type == "fuse.glusterfs") {
     size_t colon = t.source.find(":/");
     if (colon != std::string::npos) t.gluster_volume = t.source.substr(colon + 2);

@@ -22,7 +22,7 @@ namespace grist::bench {
 
 struct TargetFs {
   std::string dir;
-  std::string mount_point;    // from /proc/self/mounts, longest prefix
+  std::string mount_point;    // from /proc/self/mounts, longest prefix; "" when none is listed
   std::string fs_type;        // the mount's type: "ext4", "fuse.glusterfs", "nfs4", ...
   std::string source;         // "host:/volume", "/dev/vda", ...
   std::string gluster_volume; // non-empty for a fuse.glusterfs mount
@@ -35,9 +35,12 @@ struct TargetFs {
 };
 
 // Finds the mount of `dir` and, for GlusterFS, the volume and the devices under its bricks (bricks
-// on other hosts are skipped: their devices cannot be read here). NotFound when `dir` is on no
-// mount listed in /proc/self/mounts.
-absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir);
+// on other hosts are skipped: their devices cannot be read here). When no mount listed in
+// /proc/self/mounts holds `dir` (a chroot whose root is not a mount point), mount_point and source
+// are empty and fs_type comes from statfs. NotFound when `dir` cannot be resolved. `mounts` is the
+// mount table to read (tests give their own).
+absl::StatusOr<TargetFs> DescribeTargetFs(const std::string& dir,
+                                          const std::string& mounts = "/proc/self/mounts");
 
 // Bytes written to a set of block devices (sectors-written field of /sys/block/<dev>/stat x 512),
 // after a sync() at Start and at Stop so that data the file systems hold in memory is counted.

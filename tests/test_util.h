@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 
@@ -48,6 +50,44 @@ inline std::string CorpusDir() {
   std::string d = std::string(GRIST_SOURCE_DIR) + "/../shared/corpus";
   return Env::Default()->IsDirectory(d) ? d : std::string();
 }
+
+// An Env that hands every call to `base` (the POSIX one by default): a test derives from it and
+// overrides the calls it wants to deny, fail or act on.
+class ForwardingEnv : public Env {
+ public:
+  explicit ForwardingEnv(Env* base = Env::Default()) : base_(base) {}
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
+    return base_->NewSequentialFile(p);
+  }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& p) override {
+    return base_->NewRandomAccessFile(p);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  bool IsDirectory(const std::string& p) override { return base_->IsDirectory(p); }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override {
+    return base_->GetFileSize(p);
+  }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& d) override {
+    return base_->ListDir(d);
+  }
+  absl::Status CreateDirs(const std::string& p) override { return base_->CreateDirs(p); }
+  absl::Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  absl::Status RemoveAll(const std::string& p) override { return base_->RemoveAll(p); }
+  absl::Status RenameFile(const std::string& a, const std::string& b) override {
+    return base_->RenameFile(a, b);
+  }
+  absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+
+ protected:
+  Env* base() const { return base_; }
+
+ private:
+  Env* base_;
+};
 
 // A fresh directory under $TMPDIR (or /tmp), removed by the destructor unless GRIST_KEEP_TEMP=1.
 class TempDir {

@@ -205,36 +205,19 @@ TEST(RunCleanTest, EmptyGarbageAndMissingInputs) {
 
 // The POSIX Env, except that opening `denied` for reading fails as an unreadable file does (this
 // works when the tests run as root, for whom permission bits do not apply).
-class DenyEnv : public Env {
+class DenyEnv : public grist::testing::ForwardingEnv {
  public:
-  explicit DenyEnv(std::string denied) : base_(Env::Default()), denied_(std::move(denied)) {}
+  explicit DenyEnv(std::string denied) : denied_(std::move(denied)) {}
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
     if (p == denied_) return absl::PermissionDeniedError(p + ": Permission denied");
-    return base_->NewSequentialFile(p);
+    return ForwardingEnv::NewSequentialFile(p);
   }
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
     if (p == denied_) return absl::PermissionDeniedError(p + ": Permission denied");
-    return base_->NewRandomAccessFile(p);
+    return ForwardingEnv::NewRandomAccessFile(p);
   }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
-    return base_->NewWritableFile(p);
-  }
-  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  bool IsDirectory(const std::string& p) override { return base_->IsDirectory(p); }
-  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override { return base_->GetFileSize(p); }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& d) override {
-    return base_->ListDir(d);
-  }
-  absl::Status CreateDirs(const std::string& p) override { return base_->CreateDirs(p); }
-  absl::Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
-  absl::Status RemoveAll(const std::string& p) override { return base_->RemoveAll(p); }
-  absl::Status RenameFile(const std::string& a, const std::string& b) override {
-    return base_->RenameFile(a, b);
-  }
-  absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
 
  private:
-  Env* base_;
   std::string denied_;
 };
 

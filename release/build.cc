@@ -141,6 +141,9 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
   for (const InputFile& f : b.input_files) b.input_bytes += f.size;
   b.docs = bc.inputs;
+  // An unstaged build hashes the inputs beside its first stage (which reads them anyway); a step of
+  // a staged build only when a record or the step's own needs them.
+  if (!staged) b.StartInputHashing();
 
   for (const StageDef& s : Stages()) {
     const bool is_target = target == &s;
@@ -148,8 +151,12 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       if (is_target) return stage_report({.name = s.name, .note = "disabled in the config"});
       continue;
     }
-    std::optional<StageRecord> rec =
-        LoadRecord(env, b.RecordPath(s.name), bc.hash, s.output_root, opts.run.threads);
+    std::string upstream;  // what the stage would read now, to check a record against
+    if (env->FileExists(b.RecordPath(s.name))) {
+      ASSIGN_OR_RETURN(upstream, b.Upstream(s));
+    }
+    std::optional<StageRecord> rec = LoadRecord(env, b.RecordPath(s.name), bc.hash, upstream,
+                                                s.output_root, opts.run.threads);
     if (is_target) {
       if (rec && !step->completes) {
         return absl::FailedPreconditionError(absl::StrCat("--stage ", stage,
@@ -199,7 +206,9 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   po.run = opts.run;
   ASSIGN_OR_RETURN(po.tokenizer, b.Tokenizer());
   po.tokens_dir = b.TokensDir();
-  po.inputs = std::move(b.input_files);
+  ASSIGN_OR_RETURN(const std::vector<shard::FileInfo>* input_sums, b.InputSums());
+  po.hashed_inputs = *input_sums;
+  po.inputs = b.input_files;
   po.records = std::move(b.records);
   po.total = &total;
   return PackAndPublish(env, po);

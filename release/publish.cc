@@ -250,7 +250,21 @@ absl::StatusOr<std::string> Publish(Env* env, const std::string& staging, const 
   return previous;
 }
 
+absl::Status CheckInputSize(Env* env, const InputFile& f) {
+  if (f.format == InputFormat::kHfDataset) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const uint64_t now, env->GetFileSize(f.path));
+  if (now == f.size) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("input ", f.path, " changed while the build read it: ", f.size,
+                   " bytes when the build listed it, ", now, " now; build again once it stays"));
+}
+
 }  // namespace
+
+absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files) {
+  for (const InputFile& f : files) RETURN_IF_ERROR(CheckInputSize(env, f));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         const std::vector<InputFile>& files,
@@ -258,6 +272,7 @@ absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
   std::vector<shard::FileInfo> inputs(files.size());
   RETURN_IF_ERROR(ParallelForThreads(threads, files.size(), [&](size_t i) -> absl::Status {
     ASSIGN_OR_RETURN(Hash128 h, HashInput(env, files[i]));
+    RETURN_IF_ERROR(CheckInputSize(env, files[i]));
     inputs[i] = {files[i].path, files[i].size, h};
     return absl::OkStatus();
   }));
@@ -323,7 +338,9 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
   // the two largest inputs kept two threads busy and the others waited.
   absl::StatusOr<std::vector<shard::FileInfo>> inputs = absl::UnknownError("inputs not hashed");
   std::jthread input_hasher;
-  if (threaded) {
+  if (o.hashed_inputs) {
+    inputs = *o.hashed_inputs;
+  } else if (threaded) {
     input_hasher = std::jthread([&] { inputs = HashInputs(env, o.inputs, threads); });
   } else {
     inputs = HashInputs(env, o.inputs, 1);

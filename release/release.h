@@ -4,11 +4,15 @@
 //
 // Build layout: the release goes to `output_dir`; stage outputs go to `output_dir` + ".work/":
 //   <output>.work/stages/<stage>.json   completion record of a stage (written last, atomically,
-//                                        after the stage's outputs are synced) with its counts
+//                                        after the stage's outputs are synced) with its counts,
+//                                        a checksum of what it read and its outputs' checksums
 //   <output>.work/tokenizer.model       trained (or copied) tokenizer
 //   <output>.work/tokens/               tokenize encode output (MMIDIDX per task)
-// A rerun with the same config skips every stage that has a completion record; a different config
-// (its canonical JSON hash differs) discards the work folder first. The release itself is written
+// A rerun with the same config skips every stage that has a completion record, as long as what
+// it read (the inputs' checksums, the earlier stages' outputs) and its outputs are unchanged; a
+// different config (its canonical JSON hash differs) discards the work folder first. The inputs
+// are hashed once per build; one that changes size or goes while the build reads it fails the
+// build, naming it (docs/formats/build.md). The release itself is written
 // to <output>.work/release/ with manifest.json last, then moved to output_dir whole (an earlier
 // release there is swapped out atomically where the file system allows: docs/release.md), so an
 // interrupted build never leaves something that looks published, and never unpublishes the

@@ -139,6 +139,7 @@ std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
   const StageSummary& s = r.summary;
   w.BeginObject();
   w.Field("config_xxh3_128", config_hash.ToHex()).Field("stage", s.name);
+  w.Field("upstream_xxh3_128", r.upstream);
   w.Field("docs_in", s.docs_in).Field("docs_out", s.docs_out);
   w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
   w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
@@ -162,7 +163,8 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
 }
 
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
-                                      const std::string& output_root, int threads) {
+                                      const std::string& upstream, const std::string& output_root,
+                                      int threads) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   const std::string work = DirName(DirName(path));
@@ -177,7 +179,16 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   std::string_view h;
   if (e["config_xxh3_128"].get(h) != simdjson::SUCCESS) return damaged("no config hash");
   if (h != hash.ToHex()) return std::nullopt;
+  std::string_view up;
+  if (e["upstream_xxh3_128"].get(up) != simdjson::SUCCESS) {
+    return damaged("an earlier grist's record, without a checksum of what the stage read");
+  }
+  if (up != upstream) {
+    return damaged("what the stage read has changed since it ran (the config's inputs, or the "
+                   "outputs of a stage before it)");
+  }
   StageRecord r;
+  r.upstream = std::string(up);
   StageSummary& s = r.summary;
   std::string_view sv;
   if (e["stage"].get(sv) != simdjson::SUCCESS) return std::nullopt;
@@ -216,6 +227,7 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   if (!now.ok()) return damaged(std::string(now.status().message()));
   if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
   r.outputs_json = StageOutputsJson(*now);
+  r.outputs = std::move(*now);
   s.resumed = true;
   return r;
 }

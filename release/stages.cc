@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "clean/run_clean.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
 #include "common/sysinfo.h"
 #include "common/task_parts.h"
 #include "dedup/dedup.h"
@@ -333,6 +335,46 @@ StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
   r.summary.note = EngineNote(er.engine);
   r.report_json = er.ToJson();
   return r;
+}
+
+// ---- What a stage reads ----
+
+void Build::StartInputHashing() {
+  if (input_sums || input_hasher.joinable()) return;
+  input_hasher =
+      std::jthread([this] { input_sums = HashInputs(env, input_files, opts.run.threads); });
+}
+
+absl::StatusOr<const std::vector<shard::FileInfo>*> Build::InputSums() {
+  if (input_hasher.joinable()) input_hasher.join();
+  if (!input_sums) input_sums = HashInputs(env, input_files, opts.run.threads);
+  if (!input_sums->ok()) return input_sums->status();
+  return &**input_sums;
+}
+
+absl::StatusOr<std::string> Build::Upstream(const StageDef& s) {
+  ASSIGN_OR_RETURN(const std::vector<shard::FileInfo>* inputs, InputSums());
+  JsonWriter w(0);
+  w.BeginObject().Key("inputs").BeginArray();
+  for (const shard::FileInfo& f : *inputs) {
+    w.BeginObject().Field("path", f.path).Field("bytes", f.bytes);
+    w.Field("xxh3_128", f.xxh3_128.ToHex()).EndObject();
+  }
+  w.EndArray().Key("stages").BeginArray();
+  for (const StageDef& d : Stages()) {
+    if (d.name == s.name) break;
+    const auto it = records.find(d.name);
+    if (it == records.end()) continue;
+    w.BeginObject().Field("stage", d.name).Key("outputs").BeginArray();
+    for (const StageOutput& o : it->second.outputs) {
+      if (o.path.size() >= 5 && o.path.compare(o.path.size() - 5, 5, ".json") == 0) continue;
+      w.BeginObject().Field("path", o.path).Field("bytes", o.bytes);
+      w.Field(kChecksumKey, o.xxh3_128_pieces).EndObject();
+    }
+    w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
+  return Hash128Of(w.Take()).ToHex();
 }
 
 // ---- The table ----

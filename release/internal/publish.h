@@ -6,6 +6,7 @@
 #define GRIST_RELEASE_INTERNAL_PUBLISH_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,18 +34,24 @@ struct PublishOptions {
   RunOptions run;
   tokenize::Tokenizer* tokenizer = nullptr;
   std::string tokens_dir;  // a complete tokenize output (every task's part)
-  // The config's inputs, hashed (HashInputs) for the manifest while the tokens are packed.
+  // The config's inputs, hashed (HashInputs) for the manifest while the tokens are packed, unless
+  // given hashed already (a build hashes them for its stage records: Build::InputSums).
   std::vector<InputFile> inputs;
+  std::optional<std::vector<shard::FileInfo>> hashed_inputs;
   // The completed stages by name (the table's); a stage absent here is recorded as disabled.
   std::map<std::string, StageRecord> records;
   const Stopwatch* total = nullptr;
 };
 
 // The config's input files with their sizes and XXH3-128, for the manifest, in the order of
-// `files`, hashed on up to `threads` threads (0: every CPU).
+// `files`, hashed on up to `threads` threads (0: every CPU). An input whose size is no longer the
+// one listed is an error (CheckInputSizes), as is one that is gone (NotFound naming it).
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         const std::vector<InputFile>& files,
                                                         int threads = 1);
+// FailedPrecondition naming the first of `files` (datasets aside) whose size is not the one
+// listed any more, or NotFound for one that is gone: an input changed while the build read it.
+absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files);
 
 // The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
 // the release folder (reports/, then manifest.json last, then the move: Publish).

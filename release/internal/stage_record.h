@@ -1,6 +1,8 @@
 // A stage's completion record, WORK/stages/<stage>.json (release/release.h): the stage's summary
-// and report, and every output file it left with its size and checksum, so that a rerun resumes
-// after a stage only when its outputs are exactly as recorded (docs/formats/build.md).
+// and report, a checksum of what it was built from (the config's inputs and the outputs of the
+// stages before it), and every output file it left with its size and checksum, so that a rerun
+// resumes after a stage only when it would read the same bytes again and its outputs are exactly
+// as recorded (docs/formats/build.md).
 #ifndef GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
 #define GRIST_RELEASE_INTERNAL_STAGE_RECORD_H_
 
@@ -15,12 +17,6 @@
 #include "release/release.h"
 
 namespace grist::release::internal {
-
-struct StageRecord {
-  StageSummary summary;
-  std::string report_json = "{}";
-  std::string outputs_json = "[]";  // StageOutputs() of the completed stage
-};
 
 // A stage output's checksum is the XXH3-128 of the XXH3-128 digests (16 bytes each, canonical
 // big-endian order) of its pieces of kChecksumPieceBytes, in file order (the last one shorter; an
@@ -37,6 +33,15 @@ struct StageOutput {
   bool operator==(const StageOutput&) const = default;
 };
 
+struct StageRecord {
+  StageSummary summary;
+  std::string report_json = "{}";
+  std::string outputs_json = "[]";  // StageOutputsJson(outputs)
+  std::vector<StageOutput> outputs;  // StageOutputs() of the completed stage
+  // What the stage read: Build::Upstream (release/internal/stages.h), hex.
+  std::string upstream;
+};
+
 // Every file a stage left under WORK/<output_root>, in path order, with its size and checksum:
 // recorded with the stage, checked on resume. The pieces of all the files are hashed on up to
 // `threads` threads (0: every CPU); the result does not depend on it.
@@ -49,12 +54,15 @@ std::string RecordJson(const Hash128& config_hash, const StageRecord& r);
 // The config hash a record names; nullopt when the record is missing or unreadable (a torn or
 // damaged record is not another config's: only its stage runs again).
 std::optional<std::string> RecordConfig(Env* env, const std::string& path);
-// The stage's record when it completed under this config and its outputs (under `work`) are
-// exactly as recorded; nullopt otherwise (missing, torn or damaged record, another config, an
-// output missing, added, truncated or changed: the stage runs again, with a note on stderr when
-// the record was there). The outputs are hashed on up to `threads` threads, as StageOutputs.
+// The stage's record when it completed under this config, from `upstream` (what it would be built
+// from now: Build::Upstream), and its outputs (under `work`) are exactly as recorded; nullopt
+// otherwise (missing, torn or damaged record, another config, other inputs or other outputs of
+// the stages before it, a record of an earlier grist without the upstream checksum, an output
+// missing, added, truncated or changed: the stage runs again, with a note on stderr when the
+// record was there). The outputs are hashed on up to `threads` threads, as StageOutputs.
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
-                                      const std::string& output_root, int threads);
+                                      const std::string& upstream, const std::string& output_root,
+                                      int threads);
 
 }  // namespace grist::release::internal
 

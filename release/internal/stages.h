@@ -9,7 +9,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +22,7 @@
 #include "common/stage.h"
 #include "common/status_macros.h"
 #include "release/internal/build_config.h"
+#include "release/internal/publish.h"
 #include "release/internal/stage_record.h"
 #include "release/release.h"
 #include "tokenize/encode.h"
@@ -76,7 +79,7 @@ struct Build {
   const BuildOptions& opts;
   const BuildConfig& bc;
   std::string work;
-  std::vector<InputFile> input_files;  // listed once (sizes only: hashed when pack needs them)
+  std::vector<InputFile> input_files;  // listed once, with their sizes
   uint64_t input_bytes = 0;
   std::vector<std::string> docs;  // what the next stage reads
   std::map<std::string, StageRecord> records;  // the completed stages, by name
@@ -110,14 +113,32 @@ struct Build {
   }
   // The config's tokenizer.model, loaded and checked by BuildRelease (null without one).
   std::unique_ptr<tokenize::Tokenizer> given_model;
-  // Called once a stage's outputs are written and synced: hashes them into the record, then
+  // The config's inputs with their sizes and XXH3-128 (HashInputs): what the manifest lists and
+  // every record's upstream checksum names. Hashed once per build: beside the first stage of an
+  // unstaged build (StartInputHashing), else when first needed, on the build's threads.
+  void StartInputHashing();
+  absl::StatusOr<const std::vector<shard::FileInfo>*> InputSums();
+  // What stage `s` reads, as a checksum (hex): the XXH3-128 of a JSON text that names every input
+  // (path, bytes, XXH3-128) and, for each stage before `s` in the table that completed, its name
+  // and its outputs' paths, sizes and checksums, its reports aside (*.json, which hold times). A
+  // stage's record is trusted only while this is what it recorded (docs/formats/build.md), so a
+  // changed input, or an earlier stage's outputs that came out different when it ran again, runs
+  // the stage again; an earlier stage run again to the same bytes leaves the later ones be.
+  absl::StatusOr<std::string> Upstream(const StageDef& s);
+  std::optional<absl::StatusOr<std::vector<shard::FileInfo>>> input_sums;
+  std::jthread input_hasher;  // declared last: joined before what it reads and writes goes
+  // Called once a stage's outputs are written and synced: checks that no input changed size while
+  // the build ran, hashes the outputs into the record with what the stage read (Upstream), then
   // writes the record (atomically), with the crash points of release/crash_points.h between.
   absl::Status Complete(const StageDef& s, StageRecord& r) {
     const std::string point = absl::StrCat("build.", s.name, ".");
     RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
+    if (Reads(s) == bc.inputs) RETURN_IF_ERROR(CheckInputSizes(env, input_files));
+    ASSIGN_OR_RETURN(r.upstream, Upstream(s));
     ASSIGN_OR_RETURN(std::vector<StageOutput> outputs,
                      StageOutputs(env, work, s.output_root, opts.run.threads));
     r.outputs_json = StageOutputsJson(outputs);
+    r.outputs = std::move(outputs);
     RETURN_IF_ERROR(crash::Point(point + "before_record"));
     RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));
     return crash::Point(point + "after_record");

@@ -21,12 +21,14 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/crash_point.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/rng.h"
 #include "release/crash_points.h"
 #include "release/release.h"
@@ -348,6 +350,16 @@ const Damage kDamages[] = {
        EXPECT_TRUE(WriteFileAtomic(Env::Default(), rec, text).ok());
        return std::string("its outputs' checksums are an earlier grist's (whole-file xxh3_128)");
      }},
+    {"a dedup record of an earlier grist, without the checksum of what the stage read", "dedup",
+     [](const std::string& w) {
+       const std::string rec = JoinPath(w, "stages/dedup.json");
+       std::string text = *ReadFileToString(Env::Default(), rec);
+       const size_t at = text.find("\"upstream_xxh3_128\"");  // docs/formats/build.md
+       EXPECT_NE(at, std::string::npos);
+       if (at != std::string::npos) text.erase(at, text.find('\n', at) + 1 - at);
+       EXPECT_TRUE(WriteFileAtomic(Env::Default(), rec, text).ok());
+       return std::string("an earlier grist's record, without a checksum of what the stage read");
+     }},
     {"a corrupt dedup record", "dedup",
      [](const std::string& w) {
        EXPECT_TRUE(WriteFileAtomic(Env::Default(), JoinPath(w, "stages/dedup.json"), "{\"config_x").ok());
@@ -385,6 +397,134 @@ TEST_F(BuildFaultTest, DamagedRecordsAndOutputsAreDetectedAndTheStageRunsAgain) 
       EXPECT_EQ(s.resumed, s.name != d.stage) << s.name;
     }
     ExpectSameRelease(*reference_, out);
+  }
+}
+
+// The suite's config with `input` as its one input, written to `path`.
+std::string ConfigWithInput(const std::string& config, const std::string& input,
+                            const std::string& path) {
+  std::string text = *ReadFileToString(Env::Default(), config);
+  const size_t at = text.find("paths = [\"");
+  EXPECT_NE(at, std::string::npos);
+  const size_t begin = at + 10, end = text.find('"', begin);
+  text.replace(begin, end - begin, input);
+  EXPECT_TRUE(WriteFileAtomic(Env::Default(), path, text).ok());
+  return path;
+}
+
+std::string ReadAll(const std::string& path) { return *ReadFileToString(Env::Default(), path); }
+
+TEST_F(BuildFaultTest, AChangedInputRunsTheStagesAgainAndTheManifestNamesWhatTheyRead) {
+  TempDir t;
+  const std::string input = t.Join("corpus.jsonl");
+  const std::string text = ReadAll(dir_->Join("corpus.jsonl"));
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+  BuildOptions o = Options(t.Join("rel"));
+  o.config_path = ConfigWithInput(*config_, input, t.Join("c.toml"));
+  ASSERT_TRUE(BuildRelease(Env::Default(), o).ok());
+  const auto first = ReleaseBytes(t.Join("rel"));
+  EXPECT_THAT(first.at("manifest.json"), HasSubstr(Hash128Of(text).ToHex()));
+
+  // The same bytes written again (a new file, a new modification time): every stage resumes.
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+  auto same = BuildRelease(Env::Default(), o);
+  ASSERT_TRUE(same.ok()) << same.status();
+  for (const StageSummary& s : same->stages) {
+    if (s.name != "pack+shard") {
+      EXPECT_TRUE(s.resumed) << s.name;
+    }
+  }
+  ExpectSameRelease(first, t.Join("rel"));
+
+  // The last 100 of its 300 documents gone: clean reads other bytes, so every stage after it
+  // reads other outputs, and all run again, to the release a first build of the new input makes.
+  const std::string cut = text.substr(0, [&] {
+    size_t at = 0;
+    for (int line = 0; line < 200; ++line) at = text.find('\n', at) + 1;
+    return at;
+  }());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, cut).ok());
+  ::testing::internal::CaptureStderr();
+  auto changed = BuildRelease(Env::Default(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  for (const char* stage : {"clean", "dedup", "tokenizer", "tokenize"}) {
+    EXPECT_THAT(err, HasSubstr(absl::StrCat(
+                         "stages/", stage, ".json: what the stage read has changed since it ran")));
+  }
+  for (const StageSummary& s : changed->stages) {
+    if (s.name != "pack+shard") {
+      EXPECT_FALSE(s.resumed) << s.name;
+    }
+    if (s.name == "clean") {
+      EXPECT_EQ(s.docs_in, 200u);
+    }
+  }
+  BuildOptions fresh = o;
+  fresh.output_dir = t.Join("fresh");
+  ASSERT_TRUE(BuildRelease(Env::Default(), fresh).ok());
+  ExpectSameRelease(ReleaseBytes(t.Join("fresh")), t.Join("rel"));
+  const std::string manifest = ReadAll(t.Join("rel/manifest.json"));
+  EXPECT_THAT(manifest, HasSubstr(Hash128Of(cut).ToHex()));
+  EXPECT_THAT(manifest, HasSubstr(absl::StrCat("\"bytes\": ", cut.size())));
+  EXPECT_THAT(manifest, ::testing::Not(HasSubstr(Hash128Of(text).ToHex())));
+}
+
+// Does `act` once, when the build clears the clean stage's output folder: after the build listed
+// its inputs, before clean reads them.
+class ActBeforeCleanEnv : public grist::testing::ForwardingEnv {
+ public:
+  explicit ActBeforeCleanEnv(std::function<void()> act) : act_(std::move(act)) {}
+  absl::Status RemoveAll(const std::string& p) override {
+    if (act_ && p.size() > 11 && p.compare(p.size() - 11, 11, ".work/clean") == 0) {
+      std::exchange(act_, nullptr)();
+    }
+    return ForwardingEnv::RemoveAll(p);
+  }
+
+ private:
+  std::function<void()> act_;
+};
+
+TEST_F(BuildFaultTest, AnInputThatChangesOrGoesWhileTheBuildReadsItFailsTheBuild) {
+  TempDir t;
+  const std::string input = t.Join("corpus.jsonl");
+  const std::string text = ReadAll(dir_->Join("corpus.jsonl"));
+  const std::string config = ConfigWithInput(*config_, input, t.Join("c.toml"));
+  // A document appended: the build stops before clean is recorded, naming the file and both sizes.
+  {
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+    const std::string more =
+        text + "{\"text\": \"One more document, appended while the build ran.\"}\n";
+    ActBeforeCleanEnv env([&] { ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, more).ok()); });
+    BuildOptions o = Options(t.Join("appended"));
+    o.config_path = config;
+    auto r = BuildRelease(&env, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(absl::StrCat("input ", input, " changed while the build read it: ",
+                                       text.size(), " bytes when the build listed it, ",
+                                       more.size(), " now")));
+    EXPECT_FALSE(Env::Default()->FileExists(t.Join("appended")));
+    EXPECT_FALSE(Env::Default()->FileExists(t.Join("appended.work/stages/clean.json")));
+    // Built again, it cleans the file as it is now.
+    auto again = BuildRelease(Env::Default(), o);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->stages[0].docs_in, 301u);
+    EXPECT_THAT(ReadAll(t.Join("appended/manifest.json")), HasSubstr(Hash128Of(more).ToHex()));
+  }
+  // The input removed: the build stops with NotFound naming it, and publishes nothing.
+  {
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+    ActBeforeCleanEnv env([&] { ASSERT_TRUE(Env::Default()->RemoveFile(input).ok()); });
+    BuildOptions o = Options(t.Join("removed"));
+    o.config_path = config;
+    auto r = BuildRelease(&env, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(input));
+    EXPECT_FALSE(Env::Default()->FileExists(t.Join("removed")));
   }
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
+#include "common/hash.h"
 #include "common/records.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
@@ -99,12 +100,15 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
   std::unique_ptr<tokenize::Tokenizer> given_model;
+  std::optional<shard::FileInfo> given_model_file;
   if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
     auto bytes = ReadFileToString(env, bc.tokenizer_model);
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
     ASSIGN_OR_RETURN(given_model, tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model));
+    given_model_file = shard::FileInfo{bc.tokenizer_model, bytes->size(), Hash128Of(*bytes)};
   }
   Build b{.env = env, .opts = opts, .bc = bc, .work = opts.output_dir + ".work"};
+  b.given_model_file = std::move(given_model_file);
   // grist's encoder's tables for the given model (tens of ms for a 32k model) are built on a
   // thread of their own while clean and dedup run, instead of at the start of tokenize, on the
   // build's one serial path. Declared after `b`, which owns the model: joined before it is freed.

@@ -184,8 +184,8 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
     return damaged("an earlier grist's record, without a checksum of what the stage read");
   }
   if (up != upstream) {
-    return damaged("what the stage read has changed since it ran (the config's inputs, or the "
-                   "outputs of a stage before it)");
+    return damaged("what the stage read has changed since it ran (the config's inputs, its "
+                   "tokenizer model, or the outputs of a stage before it)");
   }
   StageRecord r;
   r.upstream = std::string(up);

@@ -360,7 +360,13 @@ absl::StatusOr<std::string> Build::Upstream(const StageDef& s) {
     w.BeginObject().Field("path", f.path).Field("bytes", f.bytes);
     w.Field("xxh3_128", f.xxh3_128.ToHex()).EndObject();
   }
-  w.EndArray().Key("stages").BeginArray();
+  w.EndArray();
+  if (s.reads_given_model && given_model_file) {
+    const shard::FileInfo& m = *given_model_file;
+    w.Key("tokenizer_model").BeginObject().Field("path", m.path).Field("bytes", m.bytes);
+    w.Field("xxh3_128", m.xxh3_128.ToHex()).EndObject();
+  }
+  w.Key("stages").BeginArray();
   for (const StageDef& d : Stages()) {
     if (d.name == s.name) break;
     const auto it = records.find(d.name);
@@ -417,6 +423,7 @@ const std::vector<StageDef>& Stages() {
       s.name = "tokenizer";
       s.output_root = "tokenizer.model";
       s.enabled = [](const BuildConfig&) { return true; };
+      s.reads_given_model = true;
       s.run = RunTokenizer;
       s.steps = {Step{"tokenizer", false, true,
                       [](Build& b, const RunOptions&) { return RunTokenizer(b); }}};

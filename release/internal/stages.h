@@ -57,6 +57,9 @@ struct StageDef {
   // Whether `--stage tokenizer` may run it in its own process when it has not completed (the
   // stages before the tokenizer, as before they ran as arrays of their own).
   bool runs_before_tokenizer = false;
+  // Whether it reads the config's tokenizer.model when one is given (the tokenizer stage copies
+  // it): its bytes are then part of what the stage read (Build::Upstream).
+  bool reads_given_model = false;
   // The stage in one process (the unstaged build): run -> record.
   std::function<absl::StatusOr<StageRecord>(Build&)> run;
   // The stage as `--stage` steps, in order (job arrays and their merges).
@@ -113,17 +116,20 @@ struct Build {
   }
   // The config's tokenizer.model, loaded and checked by BuildRelease (null without one).
   std::unique_ptr<tokenize::Tokenizer> given_model;
+  // That model file as read then (path, size, XXH3-128), for Upstream; none without one.
+  std::optional<shard::FileInfo> given_model_file;
   // The config's inputs with their sizes and XXH3-128 (HashInputs): what the manifest lists and
   // every record's upstream checksum names. Hashed once per build: beside the first stage of an
   // unstaged build (StartInputHashing), else when first needed, on the build's threads.
   void StartInputHashing();
   absl::StatusOr<const std::vector<shard::FileInfo>*> InputSums();
   // What stage `s` reads, as a checksum (hex): the XXH3-128 of a JSON text that names every input
-  // (path, bytes, XXH3-128) and, for each stage before `s` in the table that completed, its name
-  // and its outputs' paths, sizes and checksums, its reports aside (*.json, which hold times). A
-  // stage's record is trusted only while this is what it recorded (docs/formats/build.md), so a
-  // changed input, or an earlier stage's outputs that came out different when it ran again, runs
-  // the stage again; an earlier stage run again to the same bytes leaves the later ones be.
+  // (path, bytes, XXH3-128), the given tokenizer model likewise where `s` reads it, and, for each
+  // stage before `s` in the table that completed, its name and its outputs' paths, sizes and
+  // checksums, its reports aside (*.json, which hold times). A stage's record is trusted only
+  // while this is what it recorded (docs/formats/build.md), so a changed input, or an earlier
+  // stage's outputs that came out different when it ran again, runs the stage again; an earlier
+  // stage run again to the same bytes leaves the later ones be.
   absl::StatusOr<std::string> Upstream(const StageDef& s);
   std::optional<absl::StatusOr<std::vector<shard::FileInfo>>> input_sums;
   std::jthread input_hasher;  // declared last: joined before what it reads and writes goes

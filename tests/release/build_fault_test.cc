@@ -470,6 +470,48 @@ TEST_F(BuildFaultTest, AChangedInputRunsTheStagesAgainAndTheManifestNamesWhatThe
   EXPECT_THAT(manifest, ::testing::Not(HasSubstr(Hash128Of(text).ToHex())));
 }
 
+TEST_F(BuildFaultTest, AReplacedTokenizerModelRunsTheTokenizerAndTokenizeAgain) {
+  TempDir t;
+  // Two models of the suite's corpus: the reference build's (300 pieces), and one of 320.
+  const std::string m300 = ReadAll(dir_->Join("ref.work/tokenizer.model"));
+  std::string text = ReadAll(*config_);
+  text.replace(text.find("vocab_size = 300"), 16, "vocab_size = 320");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("c320.toml"), text).ok());
+  BuildOptions o320 = Options(t.Join("rel320"));
+  o320.config_path = t.Join("c320.toml");
+  ASSERT_TRUE(BuildRelease(Env::Default(), o320).ok());
+  const std::string m320 = ReadAll(t.Join("rel320.work/tokenizer.model"));
+  ASSERT_NE(m300, m320);
+  // A config that gives tokenizer.model (no training keys), the file replaced between builds.
+  const std::string model = t.Join("given.model");
+  text = ReadAll(*config_);
+  const size_t begin = text.find("[tokenizer]\n"), end = text.find("[pack]");
+  text.replace(begin, end - begin, "[tokenizer]\nmodel = \"" + model + "\"\n");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("given.toml"), text).ok());
+  BuildOptions o = Options(t.Join("rel"));
+  o.config_path = t.Join("given.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), model, m300).ok());
+  ASSERT_TRUE(BuildRelease(Env::Default(), o).ok());
+  EXPECT_EQ(ReadAll(t.Join("rel/tokenizer.model")), m300);
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), model, m320).ok());
+  ::testing::internal::CaptureStderr();
+  auto r = BuildRelease(Env::Default(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(err,
+              HasSubstr("stages/tokenizer.json: what the stage read has changed since it ran"));
+  for (const StageSummary& s : r->stages) {
+    if (s.name == "pack+shard") continue;
+    const bool after_model = s.name.rfind("tokeniz", 0) == 0;  // tokenizer (pretrained), tokenize
+    EXPECT_EQ(s.resumed, !after_model) << s.name;
+  }
+  EXPECT_EQ(ReadAll(t.Join("rel/tokenizer.model")), m320);
+  BuildOptions fresh = o;
+  fresh.output_dir = t.Join("fresh");
+  ASSERT_TRUE(BuildRelease(Env::Default(), fresh).ok());
+  ExpectSameRelease(ReleaseBytes(t.Join("fresh")), t.Join("rel"));
+}
+
 // Does `act` once, when the build clears the clean stage's output folder: after the build listed
 // its inputs, before clean reads them.
 class ActBeforeCleanEnv : public grist::testing::ForwardingEnv {

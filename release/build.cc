@@ -159,8 +159,16 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     if (env->FileExists(b.RecordPath(s.name))) {
       ASSIGN_OR_RETURN(upstream, b.Upstream(s));
     }
+    std::string stale;  // why a record there does not hold
     std::optional<StageRecord> rec = LoadRecord(env, b.RecordPath(s.name), bc.hash, upstream,
-                                                s.output_root, opts.run.threads);
+                                                s.output_root, opts.run.threads, &stale);
+    // In a staged build only the step asked for (and the stages `--stage tokenizer` runs) runs.
+    const bool runs_here =
+        is_target || !staged || (stage == "tokenizer" && s.runs_before_tokenizer);
+    if (!rec && !stale.empty() && runs_here) {
+      std::fprintf(stderr, "build: %s: %s; the stage runs again\n", b.RecordPath(s.name).c_str(),
+                   stale.c_str());
+    }
     if (is_target) {
       if (rec && !step->completes) {
         return absl::FailedPreconditionError(absl::StrCat("--stage ", stage,
@@ -180,8 +188,22 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     if (!rec) {
       // In a staged build every stage before the one asked for must have completed, except that
       // `--stage tokenizer` runs the stages before it (clean, dedup) in its own process.
-      const bool may_run = !staged || (stage == "tokenizer" && s.runs_before_tokenizer);
-      if (!may_run) {
+      if (!runs_here && !stale.empty()) {
+        // Removed with the records of the stages after it (built on what this one will write
+        // again), so that the chain submitted again runs them (scripts/slurm/pipeline.sh skips a
+        // stage whose record exists); a concurrent task may have removed them already.
+        bool from_here = false;
+        for (const StageDef& d : Stages()) {
+          from_here = from_here || &d == &s;
+          if (from_here) (void)env->RemoveFile(b.RecordPath(d.name));
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--stage ", stage, ": the record of stage ", s.name, " no longer holds (",
+            b.RecordPath(s.name), ": ", stale, "); it and the records of the stages after it are "
+            "removed: run --stage ", s.HowToRun(), " and the steps after it again (scripts/slurm/"
+            "submit_build.sh: submit the chain again)"));
+      }
+      if (!runs_here) {
         return absl::FailedPreconditionError(absl::StrCat(
             "--stage ", stage, ": stage ", s.name, " has not completed under this config (no ",
             b.RecordPath(s.name), "); run --stage ", s.HowToRun(), " first"));

@@ -164,12 +164,16 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
 
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
                                       const std::string& upstream, const std::string& output_root,
-                                      int threads) {
+                                      int threads, std::string* stale) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   const std::string work = DirName(DirName(path));
   auto damaged = [&](const std::string& why) -> std::optional<StageRecord> {
-    std::fprintf(stderr, "build: %s: %s; the stage runs again\n", path.c_str(), why.c_str());
+    if (stale != nullptr) {
+      *stale = why;
+    } else {
+      std::fprintf(stderr, "build: %s: %s; the stage runs again\n", path.c_str(), why.c_str());
+    }
     return std::nullopt;
   };
   simdjson::dom::parser p;

@@ -59,10 +59,11 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path);
 // otherwise (missing, torn or damaged record, another config, other inputs or other outputs of
 // the stages before it, a record of an earlier grist without the upstream checksum, an output
 // missing, added, truncated or changed: the stage runs again, with a note on stderr when the
-// record was there). The outputs are hashed on up to `threads` threads, as StageOutputs.
+// record was there, or with `stale` given, that note's reason in *stale for the caller to say).
+// The outputs are hashed on up to `threads` threads, as StageOutputs.
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
                                       const std::string& upstream, const std::string& output_root,
-                                      int threads);
+                                      int threads, std::string* stale = nullptr);
 
 }  // namespace grist::release::internal
 

@@ -220,6 +220,62 @@ TEST_F(StagedArraysTest, MissingTasksAreNamedAndABuildResumesFromCompletedStages
   ExpectSameAsLocal("gap");
 }
 
+TEST_F(StagedArraysTest, AChangedInputStopsTheNextStepWhichRemovesTheStaleRecords) {
+  // The suite's config over copies of its inputs, built as a chain of 2-task arrays.
+  testing::TempDir t;
+  std::string config = *ReadFileToString(Env::Default(), tmp_->Join("c.toml"));
+  for (int f = 0; f < 4; ++f) {
+    const std::string from = tmp_->Join(absl::StrCat("in-", f, ".jsonl"));
+    const std::string to = t.Join(absl::StrCat("in-", f, ".jsonl"));
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), to, *ReadFileToString(Env::Default(), from)).ok());
+    config.replace(config.find(from), from.size(), to);
+  }
+  const std::string c = t.Join("c.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), c, config).ok());
+  const std::string out = t.Join("rel");
+  auto step = [&](const std::string& args) {
+    return RunGrist("build --quiet --threads 2 --config " + c + " --output " + out + " " + args);
+  };
+  std::vector<ChainStep> chain(std::begin(kCleanDedup), std::end(kCleanDedup));
+  chain.insert(chain.end(), std::begin(kRest), std::end(kRest));
+  auto run_chain = [&] {
+    for (const ChainStep& s : chain) {
+      for (int task = 0; task < (s.array ? 2 : 1); ++task) {
+        CliRun r = step(absl::StrCat("--stage ", s.name,
+                                     s.array ? absl::StrCat(" --task ", task, " --tasks 2") : ""));
+        ASSERT_EQ(r.exit_code, 0) << s.name << ": " << r.output;
+      }
+    }
+  };
+  run_chain();
+  // An input file loses its last document: the next step run (pack) finds clean's record stale,
+  // says why, removes it and the records after it, and refuses.
+  const std::string in3 = t.Join("in-3.jsonl");
+  std::string text = *ReadFileToString(Env::Default(), in3);
+  text.erase(text.rfind('\n', text.size() - 2) + 1);
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), in3, text).ok());
+  CliRun r = step("--stage pack");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--stage pack: the record of stage clean no longer holds"));
+  EXPECT_THAT(r.output, HasSubstr("what the stage read has changed since it ran"));
+  EXPECT_THAT(r.output, HasSubstr("run --stage clean (every task) and clean-merge and the steps "
+                                  "after it again"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("the stage runs again")));
+  for (const char* stage : {"clean", "dedup", "tokenizer", "tokenize"}) {
+    EXPECT_FALSE(Env::Default()->FileExists(absl::StrCat(out, ".work/stages/", stage, ".json")))
+        << stage;
+  }
+  // The chain run again gives the bytes of an unstaged build of the changed inputs.
+  run_chain();
+  r = RunGrist("build --quiet --threads 2 --config " + c + " --output " + t.Join("local"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, std::string> want, got;
+  grist::testing::CollectReleaseFiles(t.Join("local"), "", &want);
+  grist::testing::CollectReleaseFiles(out, "", &got);
+  EXPECT_TRUE(want == got) << "the chain's release differs from the unstaged build's";
+  EXPECT_FALSE(want == *local_) << "the changed input should give another release";
+}
+
 TEST_F(StagedArraysTest, StepsOfADisabledStageDoNothing) {
   const std::string config = tmp_->Join("off.toml");
   auto text = ReadFileToString(Env::Default(), tmp_->Join("c.toml"));

@@ -1,7 +1,9 @@
 // `grist build` and `grist pack` (release/release.h): BuildRelease walks the table of stages
 // (release/internal/stages.h), running or resuming each, then packs and publishes the release
 // (release/internal/publish.h); PackRelease packs and publishes a tokenize output on its own.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -60,6 +62,37 @@ bool StageTakesTasks(const std::string& step) {
   return false;
 }
 
+namespace {
+
+// `path` absolute, with "." and ".." and the symbolic links of its existing part resolved.
+std::filesystem::path Resolved(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : r;
+}
+
+// InvalidArgument when the release, or its work folder beside it, would lie inside a folder the
+// config reads: the next build would list the release's and the stages' files among its inputs.
+absl::Status CheckOutsideInputs(Env* env, const std::vector<std::string>& inputs,
+                                const std::string& output) {
+  const std::filesystem::path out = Resolved(output);
+  for (const std::string& in : inputs) {
+    if (in.rfind(kHfDatasetPrefix, 0) == 0 || !env->IsDirectory(in)) continue;
+    const std::filesystem::path dir = Resolved(in);
+    const auto [end, rest] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
+    if (end != dir.end() && !(std::next(end) == dir.end() && end->empty())) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--output ", output, " lies inside the input folder ", in,
+        " (inputs.paths): the next build would read the release and its work folder as input; "
+        "choose an output outside the input folders"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   Stopwatch total;
   if (opts.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
@@ -99,6 +132,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return r;
   };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
+  RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, opts.output_dir));
   std::unique_ptr<tokenize::Tokenizer> given_model;
   std::optional<shard::FileInfo> given_model_file;
   if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
@@ -244,6 +278,7 @@ absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro)
   Stopwatch total;
   if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path, pro.config_overrides));
+  RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, pro.output_dir));
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));

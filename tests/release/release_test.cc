@@ -1,6 +1,7 @@
 #include "release/release.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -585,6 +586,32 @@ TEST(ReleaseTest, OutputAndInputHashesDoNotDependOnTheThreads) {
     ASSERT_FALSE(gone.ok()) << threads;
     EXPECT_NE(std::string(gone.status().message()).find("f3"), std::string::npos) << gone.status();
   }
+}
+
+TEST(ReleaseTest, AnOutputInsideAnInputFolderIsRefused) {
+  // A later build would list the release and the work folder's parts among its inputs.
+  TempDir tmp;
+  const std::string corpus = tmp.Join("corpus");
+  ASSERT_TRUE(Env::Default()->CreateDirs(corpus).ok());
+  grist::testing::SyntheticCorpusOptions o;
+  grist::testing::WriteSyntheticCorpus(JoinPath(corpus, "a.jsonl"), o);
+  ASSERT_EQ(::symlink(corpus.c_str(), tmp.Join("link").c_str()), 0);
+  for (const std::string& out : {JoinPath(corpus, "out"), JoinPath(corpus, "sub/../sub/out"),
+                                 tmp.Join("link/out"), corpus}) {
+    SCOPED_TRACE(out);
+    for (const std::string& input : {corpus, corpus + "/"}) {
+      auto r = Build(tmp, Config(input), out, 2);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+      const std::string want = absl::StrCat("--output ", out, " lies inside the input folder ",
+                                            input, " (inputs.paths)");
+      EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status();
+    }
+  }
+  ASSERT_EQ(Env::Default()->ListDir(corpus)->size(), 1u) << "nothing written beside the input";
+  // Beside the folder (a name it begins with, too) is fine.
+  auto r = Build(tmp, Config(corpus), corpus + "-release", 2);
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 TEST(ReleaseTest, BadConfigsNameTheKey) {

@@ -1,12 +1,21 @@
 // `grist build` and `grist pack` (release/release.h): BuildRelease walks the table of stages
 // (release/internal/stages.h), running or resuming each, then packs and publishes the release
 // (release/internal/publish.h); PackRelease packs and publishes a tokenize output on its own.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
@@ -91,6 +100,51 @@ absl::Status CheckOutsideInputs(Env* env, const std::vector<std::string>& inputs
   return absl::OkStatus();
 }
 
+// An advisory lock on `<output>.lock` (flock(2)), held while a build or pack writes the output,
+// its work folder or its staging folder: two builds of one output would remove and rename each
+// other's files (a failed rename at best, a release renamed into place without a file the other
+// had just removed at worst). Exclusive, except for the task steps of a staged build, which share
+// it (an array's tasks run at once, each writing its own files). A file system without flock
+// support (flock fails otherwise than EWOULDBLOCK: ENOSYS, ENOLCK, EOPNOTSUPP...) goes unlocked,
+// with a note.
+class OutputLock {
+ public:
+  static absl::StatusOr<OutputLock> Take(const std::string& output, bool shared) {
+    OutputLock l;
+    l.path_ = output + ".lock";
+    RETURN_IF_ERROR(Env::Default()->CreateDirs(DirName(l.path_)));
+    l.fd_ = ::open(l.path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (l.fd_ < 0) {
+      const int e = errno;
+      return absl::ErrnoToStatus(e, absl::StrCat("open ", l.path_));
+    }
+    int r;
+    do {
+      r = ::flock(l.fd_, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB);
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) return l;
+    const int e = errno;
+    if (e == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another grist build or pack is writing ", output, " (it holds ", l.path_,
+          "); wait for it to end, or stop it"));
+    }
+    std::fprintf(stderr, "build: %s: the file system does not lock files (flock: %s); make sure "
+                 "no other build writes %s\n", l.path_.c_str(), std::strerror(e), output.c_str());
+    return l;
+  }
+  OutputLock(OutputLock&& o) noexcept : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)) {}
+  OutputLock& operator=(OutputLock&&) = delete;
+  ~OutputLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race)
+  }
+
+ private:
+  OutputLock() = default;
+  std::string path_;
+  int fd_ = -1;
+};
+
 }  // namespace
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
@@ -133,6 +187,8 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
   RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, opts.output_dir));
+  ASSIGN_OR_RETURN(const OutputLock lock,
+                   OutputLock::Take(opts.output_dir, staged && step != nullptr && step->parallel));
   std::unique_ptr<tokenize::Tokenizer> given_model;
   std::optional<shard::FileInfo> given_model_file;
   if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
@@ -279,6 +335,7 @@ absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro)
   if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path, pro.config_overrides));
   RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, pro.output_dir));
+  ASSIGN_OR_RETURN(const OutputLock lock, OutputLock::Take(pro.output_dir, /*shared=*/false));
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, bc.inputs));

@@ -1,6 +1,8 @@
 #include "release/release.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <sys/wait.h>
@@ -612,6 +614,32 @@ TEST(ReleaseTest, AnOutputInsideAnInputFolderIsRefused) {
   // Beside the folder (a name it begins with, too) is fine.
   auto r = Build(tmp, Config(corpus), corpus + "-release", 2);
   ASSERT_TRUE(r.ok()) << r.status();
+}
+
+TEST(ReleaseTest, ABuildOfAnOutputAnotherHoldsIsRefusedBeforeWritingAnything) {
+  TempDir tmp;
+  const std::string toml = Config(Corpus(tmp));
+  const std::string out = tmp.Join("rel");
+  // Another build's lock (what a running `grist build` or `grist pack` of `out` holds).
+  const int fd = ::open((out + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  auto r = Build(tmp, toml, out, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(),
+            absl::StrCat("another grist build or pack is writing ", out, " (it holds ", out,
+                         ".lock); wait for it to end, or stop it"));
+  EXPECT_FALSE(Env::Default()->FileExists(out));
+  EXPECT_FALSE(Env::Default()->FileExists(out + ".work"));
+  // Once it ends, the build runs (and leaves the lock file, free, for the next one).
+  ::close(fd);
+  r = Build(tmp, toml, out, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int again = ::open((out + ".lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(again, 0);
+  EXPECT_EQ(::flock(again, LOCK_EX | LOCK_NB), 0);
+  ::close(again);
 }
 
 TEST(ReleaseTest, BadConfigsNameTheKey) {

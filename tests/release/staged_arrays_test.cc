@@ -3,8 +3,11 @@
 // shuffled order, each merge after its tasks, gives exactly the release bytes of an unstaged
 // build; a merge (or the next step) names a task that did not finish; and a build resumes from the
 // stages an interrupted chain completed. The corpus is generated here (no ../shared needed).
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -274,6 +277,29 @@ TEST_F(StagedArraysTest, AChangedInputStopsTheNextStepWhichRemovesTheStaleRecord
   grist::testing::CollectReleaseFiles(out, "", &got);
   EXPECT_TRUE(want == got) << "the chain's release differs from the unstaged build's";
   EXPECT_FALSE(want == *local_) << "the changed input should give another release";
+}
+
+TEST_F(StagedArraysTest, TasksOfAnArrayShareTheOutputsLockAndEveryOtherStepTakesItAlone) {
+  const std::string out = tmp_->Join("locked");
+  const int fd = ::open((out + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  // While a task of an array runs (it holds the lock shared), the other tasks run too ...
+  ASSERT_EQ(::flock(fd, LOCK_SH | LOCK_NB), 0);
+  for (int t = 0; t < 2; ++t) {
+    CliRun r = RunGrist(Build("locked", absl::StrCat("--stage clean --task ", t, " --tasks 2")));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // ... but not the merge, nor a whole build, which would remove and rename their files.
+  for (const std::string& args : {std::string("--stage clean-merge"), std::string()}) {
+    CliRun r = RunGrist(Build("locked", args));
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("another grist build or pack is writing ", out)))
+        << args;
+  }
+  EXPECT_FALSE(Env::Default()->FileExists(out + ".work/stages/clean.json"));
+  ::close(fd);
+  CliRun r = RunGrist(Build("locked", "--stage clean-merge"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(StagedArraysTest, StepsOfADisabledStageDoNothing) {

@@ -1,7 +1,10 @@
 #include "common/input_plan.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <memory>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
@@ -92,6 +95,34 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
     }
   }
   return out;
+}
+
+namespace {
+// `path` absolute, with "." and ".." and the symbolic links of its existing part resolved.
+std::filesystem::path Resolved(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : r;
+}
+}  // namespace
+
+absl::Status CheckOutputOutsideInputs(Env* env, const std::vector<std::string>& inputs,
+                                      const std::string& output, std::string_view inputs_from) {
+  const std::filesystem::path out = Resolved(output);
+  for (const std::string& in : inputs) {
+    if (in.rfind(kHfDatasetPrefix, 0) == 0 || !env->IsDirectory(in)) continue;
+    const std::filesystem::path dir = Resolved(in);
+    const auto end = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end()).first;
+    // Inside: every component of the folder's path begins the output's (a trailing "" aside).
+    if (end != dir.end() && !(std::next(end) == dir.end() && end->empty())) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--output ", output, " lies inside the input folder ", in, " (", std::string(inputs_from),
+        "): a later run would read what this one writes as input; choose an output outside the "
+        "input folders"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> HfDatasetInput(std::string_view spec) {

@@ -40,6 +40,13 @@ absl::StatusOr<std::vector<std::string>> ConfigInputs(const Config& config);
 // The content hash of an input for a manifest: XXH3-128 of the file's bytes; for a dataset, of the
 // JSON Lines its reader streams (every row, docs/hf.md), read once more for this.
 absl::StatusOr<Hash128> HashInput(Env* env, const InputFile& file);
+// InvalidArgument when `output` (with anything a command writes beside it, such as a build's
+// `<output>.work`) lies inside one of the folders among `inputs`, or is one: a later run over the
+// same inputs would read what this one wrote as input. Paths are compared absolute, with "." and
+// ".." and the symbolic links of their existing part resolved. `inputs_from` names where the
+// inputs came from, for the message (e.g. "inputs.paths", "--input").
+absl::Status CheckOutputOutsideInputs(Env* env, const std::vector<std::string>& inputs,
+                                      const std::string& output, std::string_view inputs_from);
 // Whether a file name is a stage report that marks its folder as a grist stage output:
 // "clean-report-*.json" (grist clean, one per task) or "dedup_report.json" (grist dedup).
 bool IsStageReportName(std::string_view name);

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "common/hash.h"
+#include "common/input_plan.h"
 #include "common/records.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
@@ -72,33 +72,6 @@ bool StageTakesTasks(const std::string& step) {
 }
 
 namespace {
-
-// `path` absolute, with "." and ".." and the symbolic links of its existing part resolved.
-std::filesystem::path Resolved(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::path p = std::filesystem::absolute(path, ec);
-  if (ec) p = path;
-  std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
-  return ec ? p.lexically_normal() : r;
-}
-
-// InvalidArgument when the release, or its work folder beside it, would lie inside a folder the
-// config reads: the next build would list the release's and the stages' files among its inputs.
-absl::Status CheckOutsideInputs(Env* env, const std::vector<std::string>& inputs,
-                                const std::string& output) {
-  const std::filesystem::path out = Resolved(output);
-  for (const std::string& in : inputs) {
-    if (in.rfind(kHfDatasetPrefix, 0) == 0 || !env->IsDirectory(in)) continue;
-    const std::filesystem::path dir = Resolved(in);
-    const auto [end, rest] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
-    if (end != dir.end() && !(std::next(end) == dir.end() && end->empty())) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--output ", output, " lies inside the input folder ", in,
-        " (inputs.paths): the next build would read the release and its work folder as input; "
-        "choose an output outside the input folders"));
-  }
-  return absl::OkStatus();
-}
 
 // An advisory lock on `<output>.lock` (flock(2)), held while a build or pack writes the output,
 // its work folder or its staging folder: two builds of one output would remove and rename each
@@ -186,7 +159,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return r;
   };
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, opts.config_path));
-  RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, opts.output_dir));
+  RETURN_IF_ERROR(CheckOutputOutsideInputs(env, bc.inputs, opts.output_dir, "inputs.paths"));
   ASSIGN_OR_RETURN(const OutputLock lock,
                    OutputLock::Take(opts.output_dir, staged && step != nullptr && step->parallel));
   std::unique_ptr<tokenize::Tokenizer> given_model;
@@ -334,7 +307,7 @@ absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro)
   Stopwatch total;
   if (pro.output_dir.empty()) return absl::InvalidArgumentError("--output is required");
   ASSIGN_OR_RETURN(BuildConfig bc, ReadBuildConfig(env, pro.config_path, pro.config_overrides));
-  RETURN_IF_ERROR(CheckOutsideInputs(env, bc.inputs, pro.output_dir));
+  RETURN_IF_ERROR(CheckOutputOutsideInputs(env, bc.inputs, pro.output_dir, "inputs.paths"));
   ASSIGN_OR_RETURN(const OutputLock lock, OutputLock::Take(pro.output_dir, /*shared=*/false));
   ASSIGN_OR_RETURN(auto tok, tokenize::Tokenizer::Load(env, pro.model_path));
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, pro.tokens_dir));

@@ -60,6 +60,7 @@ Runner Setup(CLI::App* app) {
     }
     f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(clean::CleanOptions options, clean::CleanOptions::FromConfig(config));
+    RETURN_IF_ERROR(CheckOutputOutsideInputs(env, f->inputs, f->output, "--input"));
     ASSIGN_OR_RETURN(clean::CleanReport report,
                      clean::RunClean(env, f->inputs, f->output, options, StageRun(f->common)));
     std::fputs(report.Summary().c_str(), stdout);

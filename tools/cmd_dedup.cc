@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/env.h"
+#include "common/input_plan.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "dedup/dedup.h"
@@ -85,6 +86,7 @@ Runner Setup(CLI::App* app) {
     f->options.ApplyTo(&config);
     ASSIGN_OR_RETURN(dedup::DedupOptions o, dedup::DedupOptions::FromConfig(config));
 
+    RETURN_IF_ERROR(CheckOutputOutsideInputs(Env::Default(), f->inputs, f->output, "--input"));
     const RunOptions run = StageRun(f->common);
     dedup::DedupReport report;
     if (f->stage.empty()) {

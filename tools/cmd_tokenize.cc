@@ -75,6 +75,7 @@ Runner Setup(CLI::App* app) {
     f->encode_options.ApplyTo(&config);
     ASSIGN_OR_RETURN(auto opts, tokenize::EncodeStageOptions::FromConfig(config));
     opts.model_path = f->model;
+    RETURN_IF_ERROR(CheckOutputOutsideInputs(env, f->inputs, f->output, "--input"));
     ASSIGN_OR_RETURN(auto rep,
                      tokenize::RunEncode(env, f->inputs, f->output, opts, StageRun(f->common)));
     std::printf("%llu documents -> %llu sequences, %llu tokens (%llu rejected) in %.2f s: %.1f MB/s "

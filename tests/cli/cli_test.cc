@@ -405,6 +405,35 @@ TEST(CliPipeline, DedupOfACleanOutputFolderReadsItsKeptDocumentsOnly) {
   EXPECT_EQ(JsonUint(*ReadFileToString(Env::Default(), t.Join("r.json")), "docs_in"), rejected);
 }
 
+// An output inside an input folder would be read back as input by the next run: refused by every
+// command that reads input folders and writes an output, before it writes anything.
+TEST(CliPipeline, AnOutputInsideAnInputFolderIsRefused) {
+  TempDir t;
+  grist::testing::SyntheticCorpusOptions o;
+  o.documents = 50;
+  const std::string corpus = t.Join("corpus");
+  ASSERT_TRUE(Env::Default()->CreateDirs(corpus).ok());
+  grist::testing::WriteSyntheticCorpus(JoinPath(corpus, "in.jsonl"), o);
+  Proc m = RunGrist({"tokenize", "train", "-i", corpus, "-o", t.Join("tok.model"),
+                     "--vocab-size", "400", "--quiet"});
+  ASSERT_EQ(m.code(), 0) << m.Describe();
+  const std::string out = JoinPath(corpus, "out");
+  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+           {"clean", "-i", corpus, "-o", out, "--quiet"},
+           {"dedup", "-i", corpus, "-o", out, "--quiet"},
+           {"tokenize", "encode", "--model", t.Join("tok.model"), "-i", corpus, "-o", out}}) {
+    Proc p = RunGrist(cmd);
+    EXPECT_EQ(p.code(), 1) << p.Describe();
+    EXPECT_TRUE(absl::StrContains(p.err, absl::StrCat("--output ", out, " lies inside the input "
+                                                      "folder ", corpus, " (--input)")))
+        << p.Describe();
+  }
+  EXPECT_FALSE(Env::Default()->FileExists(out));
+  // Beside the input folder is fine.
+  Proc ok = RunGrist({"clean", "-i", corpus, "-o", t.Join("cleaned"), "--quiet"});
+  EXPECT_EQ(ok.code(), 0) << ok.Describe();
+}
+
 // -i and -o are --input and --output in every command that takes them, as in dedup.
 TEST(CliFlags, ShortInputAndOutputFlagsInEveryCommandThatTakesThem) {
   for (const std::vector<std::string>& cmd :

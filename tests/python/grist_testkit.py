@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 
 _STOP = ("the be to of and that have with a in is it for on as at by this from or an are was but "
          "not they we you he she his her their one all would there what so up out if about who "
@@ -28,6 +29,14 @@ def grist_binary():
     if found is None:
         raise RuntimeError("no grist binary: set GRIST_BUILD_DIR to the build folder")
     return found
+
+
+def torchrun(nproc):
+    """The command that starts `nproc` local ranks (torchrun --standalone) with its workers meeting
+    at 127.0.0.1 (--local-addr): without it torchrun gives them the host's name, and where that name
+    does not resolve (a chroot or container whose /etc/hosts lacks it) the ranks never meet."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--local-addr",
+            "127.0.0.1", "--nproc-per-node", str(nproc)]
 
 
 def run_grist(*args, check=True, **kw):

@@ -12,14 +12,16 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "examples", "train_fsdp.py")
 
 
 def run(world, ckpt_dir, log, steps):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
-           "--standalone", SCRIPT, "--ckpt-dir", ckpt_dir, "--steps", str(steps),
-           "--loss-log", log]
+    cmd = kit.torchrun(world) + [SCRIPT, "--ckpt-dir", ckpt_dir, "--steps", str(steps),
+                                 "--loss-log", log]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise AssertionError(f"{cmd} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")

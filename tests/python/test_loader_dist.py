@@ -16,6 +16,9 @@ import tempfile
 import unittest
 from unittest import mock
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grist_testkit as kit  # noqa: E402
+
 import torch
 
 import grist
@@ -146,8 +149,7 @@ class RankResolutionTest(unittest.TestCase):
         env = {k: v for k, v in os.environ.items()
                if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
         env["OMP_NUM_THREADS"] = "1"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", str(nproc), os.path.abspath(__file__), "--worker", self.rel, out]
+        cmd = kit.torchrun(nproc) + [os.path.abspath(__file__), "--worker", self.rel, out]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
         res = []

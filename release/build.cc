@@ -208,9 +208,10 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
   for (const InputFile& f : b.input_files) b.input_bytes += f.size;
   b.docs = bc.inputs;
-  // An unstaged build hashes the inputs beside its first stage (which reads them anyway); a step of
-  // a staged build only when a record or the step's own needs them.
-  if (!staged) b.StartInputHashing();
+  // An unstaged build with more than one thread hashes the inputs beside its first stage (which
+  // reads them anyway); one thread, or a step of a staged build, only when a record or the
+  // stage's completion needs them, on its own threads.
+  if (!staged && opts.run.threads != 1) b.StartInputHashing();
 
   for (const StageDef& s : Stages()) {
     const bool is_target = target == &s;

@@ -120,7 +120,8 @@ struct Build {
   std::optional<shard::FileInfo> given_model_file;
   // The config's inputs with their sizes and XXH3-128 (HashInputs): what the manifest lists and
   // every record's upstream checksum names. Hashed once per build: beside the first stage of an
-  // unstaged build (StartInputHashing), else when first needed, on the build's threads.
+  // unstaged build of more than one thread (StartInputHashing), else when first needed, on the
+  // build's threads.
   void StartInputHashing();
   absl::StatusOr<const std::vector<shard::FileInfo>*> InputSums();
   // What stage `s` reads, as a checksum (hex): the XXH3-128 of a JSON text that names every input

@@ -122,6 +122,9 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   return out;
 }
 
+namespace {
+
+// The record's "outputs" array (docs/formats/build.md).
 std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
   JsonWriter w(0);
   w.BeginArray();
@@ -134,6 +137,8 @@ std::string StageOutputsJson(const std::vector<StageOutput>& outputs) {
   return w.Take();
 }
 
+}  // namespace
+
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
   JsonWriter w(2);
   const StageSummary& s = r.summary;
@@ -144,7 +149,7 @@ std::string RecordJson(const Hash128& config_hash, const StageRecord& r) {
   w.Field("docs_rejected", s.docs_rejected).Field("docs_removed", s.docs_removed);
   w.Field("bytes_in", s.bytes_in).Field("tokens", s.tokens).Field("samples", s.samples);
   w.Field("seconds", s.seconds).Field("note", s.note).Field("report", r.report_json);
-  w.Key("outputs").Raw(r.outputs_json);
+  w.Key("outputs").Raw(StageOutputsJson(r.outputs));
   w.EndObject();
   return w.Take();
 }
@@ -230,7 +235,6 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
   auto now = StageOutputs(env, work, output_root, threads);
   if (!now.ok()) return damaged(std::string(now.status().message()));
   if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
-  r.outputs_json = StageOutputsJson(*now);
   r.outputs = std::move(*now);
   s.resumed = true;
   return r;

@@ -36,7 +36,6 @@ struct StageOutput {
 struct StageRecord {
   StageSummary summary;
   std::string report_json = "{}";
-  std::string outputs_json = "[]";  // StageOutputsJson(outputs)
   std::vector<StageOutput> outputs;  // StageOutputs() of the completed stage
   // What the stage read: Build::Upstream (release/internal/stages.h), hex.
   std::string upstream;
@@ -48,7 +47,6 @@ struct StageRecord {
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
                                                       const std::string& output_root,
                                                       int threads = 1);
-std::string StageOutputsJson(const std::vector<StageOutput>& outputs);
 // The record's JSON (written atomically by Build::Complete).
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r);
 // The config hash a record names; nullopt when the record is missing or unreadable (a torn or

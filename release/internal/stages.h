@@ -144,7 +144,6 @@ struct Build {
     ASSIGN_OR_RETURN(r.upstream, Upstream(s));
     ASSIGN_OR_RETURN(std::vector<StageOutput> outputs,
                      StageOutputs(env, work, s.output_root, opts.run.threads));
-    r.outputs_json = StageOutputsJson(outputs);
     r.outputs = std::move(outputs);
     RETURN_IF_ERROR(crash::Point(point + "before_record"));
     RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));

@@ -60,6 +60,16 @@ class WritableFile {
 // document parts): a sync at the end then waits for at most about this much.
 inline constexpr uint64_t kWritebackBytes = 8ull << 20;
 
+// A file's size, times and identity as stat(2) gives them: what a cache of checksums checks before
+// trusting what it remembers of the file's bytes (release/internal/file_sums.h). Any write to the
+// file, or any change to its inode (chmod, rename, link), sets ctime, which no user can set back.
+struct FileStat {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;  // since the epoch
+  uint64_t inode = 0, device = 0;
+  bool operator==(const FileStat&) const = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -77,6 +87,11 @@ class Env {
   virtual bool FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
   virtual absl::StatusOr<uint64_t> GetFileSize(const std::string& path) = 0;
+  // stat(2) of `path` (following links). Unimplemented where the Env has no such times (the
+  // in-memory one): then nothing is cached by them.
+  virtual absl::StatusOr<FileStat> Stat(const std::string& path) {
+    return absl::UnimplementedError(path + ": no file times in this Env");
+  }
   // Names (not paths) of the entries of `dir`, sorted bytewise, without "." and "..".
   virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   // mkdir -p.
@@ -150,6 +165,7 @@ class FaultInjectionEnv : public Env {
   bool FileExists(const std::string& path) override;
   bool IsDirectory(const std::string& path) override;
   absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
+  absl::StatusOr<FileStat> Stat(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::Status RemoveFile(const std::string& path) override;

@@ -411,6 +411,10 @@ bool FaultInjectionEnv::IsDirectory(const std::string& path) { return base_->IsD
 absl::StatusOr<uint64_t> FaultInjectionEnv::GetFileSize(const std::string& path) {
   return base_->GetFileSize(path);
 }
+
+absl::StatusOr<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
+  return base_->Stat(path);
+}
 absl::StatusOr<std::vector<std::string>> FaultInjectionEnv::ListDir(const std::string& dir) {
   return base_->ListDir(dir);
 }

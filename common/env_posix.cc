@@ -177,6 +177,18 @@ class PosixEnv : public Env {
     if (::stat(path.c_str(), &st) != 0) return PathError(errno, "stat", path);
     return static_cast<uint64_t>(st.st_size);
   }
+  absl::StatusOr<FileStat> Stat(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return PathError(errno, "stat", path);
+    auto ns = [](const struct timespec& t) {
+      return static_cast<int64_t>(t.tv_sec) * 1000000000 + static_cast<int64_t>(t.tv_nsec);
+    };
+    return FileStat{.size = static_cast<uint64_t>(st.st_size),
+                    .mtime_ns = ns(st.st_mtim),
+                    .ctime_ns = ns(st.st_ctim),
+                    .inode = static_cast<uint64_t>(st.st_ino),
+                    .device = static_cast<uint64_t>(st.st_dev)};
+  }
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return PathError(errno, "opendir", dir);

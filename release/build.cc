@@ -36,6 +36,7 @@ namespace grist::release {
 using internal::Build;
 using internal::BuildConfig;
 using internal::EncodeRecord;
+using internal::FileSums;
 using internal::HashInputs;
 using internal::KeptParts;
 using internal::kPackStep;
@@ -205,6 +206,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     }
   }
   RETURN_IF_ERROR(env->CreateDirs(b.StagesDir()));
+  b.sums = FileSums::Load(env, b.SumsPath());
   ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
   for (const InputFile& f : b.input_files) b.input_bytes += f.size;
   b.docs = bc.inputs;
@@ -225,7 +227,8 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     }
     std::string stale;  // why a record there does not hold
     std::optional<StageRecord> rec = LoadRecord(env, b.RecordPath(s.name), bc.hash, upstream,
-                                                s.output_root, opts.run.threads, &stale);
+                                                s.output_root, opts.run.threads, &stale,
+                                                b.sums.get());
     // In a staged build only the step asked for (and the stages `--stage tokenizer` runs) runs.
     const bool runs_here =
         is_target || !staged || (stage == "tokenizer" && s.runs_before_tokenizer);
@@ -243,10 +246,14 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
         if (s.keeps_documents) RETURN_IF_ERROR(env->CreateDirs(b.Dir(s.output_root)));
         ASSIGN_OR_RETURN(StageRecord r, step->run(b, opts.run));
         r.summary.name = s.name;
-        if (!step->completes) return stage_report(r.summary);
+        if (!step->completes) {
+          RETURN_IF_ERROR(b.sums->Save());
+          return stage_report(r.summary);
+        }
         RETURN_IF_ERROR(b.Complete(s, r));
         rec = std::move(r);
       }
+      RETURN_IF_ERROR(b.sums->Save());
       return stage_report(rec->summary);
     }
     if (!rec) {
@@ -298,6 +305,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   po.tokens_dir = b.TokensDir();
   ASSIGN_OR_RETURN(const std::vector<shard::FileInfo>* input_sums, b.InputSums());
   po.hashed_inputs = *input_sums;
+  RETURN_IF_ERROR(b.sums->Save());
   po.inputs = b.input_files;
   po.records = std::move(b.records);
   po.total = &total;

@@ -268,12 +268,28 @@ absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files) {
 
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         const std::vector<InputFile>& files,
-                                                        int threads) {
+                                                        int threads, FileSums* sums) {
+  constexpr std::string_view kKind = "xxh3_128";
   std::vector<shard::FileInfo> inputs(files.size());
   RETURN_IF_ERROR(ParallelForThreads(threads, files.size(), [&](size_t i) -> absl::Status {
-    ASSIGN_OR_RETURN(Hash128 h, HashInput(env, files[i]));
-    RETURN_IF_ERROR(CheckInputSize(env, files[i]));
-    inputs[i] = {files[i].path, files[i].size, h};
+    const InputFile& f = files[i];
+    const bool cached = sums != nullptr && f.format != InputFormat::kHfDataset;
+    FileSums::Seen seen;
+    if (cached) {
+      const std::string hex = sums->Find(kKind, f.path, &seen);
+      if (!hex.empty() && seen.stat->size == f.size) {
+        if (absl::StatusOr<Hash128> h = Hash128::FromHex(hex); h.ok()) {
+          inputs[i] = {f.path, f.size, *h};
+          return absl::OkStatus();
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(Hash128 h, HashInput(env, f));
+    RETURN_IF_ERROR(CheckInputSize(env, f));
+    if (cached && seen.stat && seen.stat->size == f.size) {
+      sums->Remember(kKind, f.path, seen, h.ToHex());
+    }
+    inputs[i] = {f.path, f.size, h};
     return absl::OkStatus();
   }));
   return inputs;

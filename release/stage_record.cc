@@ -64,8 +64,8 @@ std::string PiecesChecksum(std::span<const Hash128> pieces) {
 }  // namespace
 
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
-                                                      const std::string& output_root,
-                                                      int threads) {
+                                                      const std::string& output_root, int threads,
+                                                      FileSums* sums) {
   const std::string root = JoinPath(work, output_root);
   std::vector<std::string> rels;
   ListFilesUnder(env, root, "", &rels);
@@ -80,12 +80,20 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   };
   std::vector<Piece> pieces;
   std::vector<size_t> first_piece(rels.size() + 1);
+  std::vector<FileSums::Seen> seen(rels.size());
   for (size_t i = 0; i < rels.size(); ++i) {
     const std::string& rel = rels[i];
     paths[i] = rel.empty() ? root : JoinPath(root, rel);
     out[i].path = rel.empty() ? output_root : JoinPath(output_root, rel);
-    ASSIGN_OR_RETURN(out[i].bytes, env->GetFileSize(paths[i]));
     first_piece[i] = pieces.size();
+    if (sums != nullptr) {
+      out[i].xxh3_128_pieces = sums->Find(kChecksumKey, paths[i], &seen[i]);
+      if (!out[i].xxh3_128_pieces.empty()) {  // remembered for this very stat: not read again
+        out[i].bytes = seen[i].stat->size;
+        continue;
+      }
+    }
+    ASSIGN_OR_RETURN(out[i].bytes, env->GetFileSize(paths[i]));
     for (uint64_t off = 0; off < out[i].bytes; off += kChecksumPieceBytes) {
       pieces.push_back({i, off, std::min(kChecksumPieceBytes, out[i].bytes - off)});
     }
@@ -116,8 +124,14 @@ absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::strin
   }));
   const std::span<const Hash128> all(digests);
   for (size_t i = 0; i < rels.size(); ++i) {
+    if (!out[i].xxh3_128_pieces.empty()) continue;
     out[i].xxh3_128_pieces =
         PiecesChecksum(all.subspan(first_piece[i], first_piece[i + 1] - first_piece[i]));
+    // Remembered only with the size it was read at: a file that grew under the hashing has
+    // another stat.
+    if (sums != nullptr && seen[i].stat && seen[i].stat->size == out[i].bytes) {
+      sums->Remember(kChecksumKey, paths[i], seen[i], out[i].xxh3_128_pieces);
+    }
   }
   return out;
 }
@@ -169,7 +183,7 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
 
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
                                       const std::string& upstream, const std::string& output_root,
-                                      int threads, std::string* stale) {
+                                      int threads, std::string* stale, FileSums* sums) {
   auto text = ReadFileToString(env, path);
   if (!text.ok()) return std::nullopt;
   const std::string work = DirName(DirName(path));
@@ -232,7 +246,7 @@ std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const H
     x.xxh3_128_pieces = std::string(hx);
     recorded.push_back(std::move(x));
   }
-  auto now = StageOutputs(env, work, output_root, threads);
+  auto now = StageOutputs(env, work, output_root, threads, sums);
   if (!now.ok()) return damaged(std::string(now.status().message()));
   if (std::string why = OutputsDiffer(recorded, *now); !why.empty()) return damaged(why);
   r.outputs = std::move(*now);

@@ -341,13 +341,13 @@ StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
 
 void Build::StartInputHashing() {
   if (input_sums || input_hasher.joinable()) return;
-  input_hasher =
-      std::jthread([this] { input_sums = HashInputs(env, input_files, opts.run.threads); });
+  input_hasher = std::jthread(
+      [this] { input_sums = HashInputs(env, input_files, opts.run.threads, sums.get()); });
 }
 
 absl::StatusOr<const std::vector<shard::FileInfo>*> Build::InputSums() {
   if (input_hasher.joinable()) input_hasher.join();
-  if (!input_sums) input_sums = HashInputs(env, input_files, opts.run.threads);
+  if (!input_sums) input_sums = HashInputs(env, input_files, opts.run.threads, sums.get());
   if (!input_sums->ok()) return input_sums->status();
   return &**input_sums;
 }

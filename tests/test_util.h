@@ -71,6 +71,7 @@ class ForwardingEnv : public Env {
   absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override {
     return base_->GetFileSize(p);
   }
+  absl::StatusOr<FileStat> Stat(const std::string& p) override { return base_->Stat(p); }
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& d) override {
     return base_->ListDir(d);
   }

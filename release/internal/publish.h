@@ -16,6 +16,7 @@
 #include "common/stage.h"
 #include "common/sysinfo.h"
 #include "release/internal/build_config.h"
+#include "release/internal/file_sums.h"
 #include "release/internal/stage_record.h"
 #include "release/release.h"
 #include "shard/manifest.h"
@@ -45,10 +46,13 @@ struct PublishOptions {
 
 // The config's input files with their sizes and XXH3-128, for the manifest, in the order of
 // `files`, hashed on up to `threads` threads (0: every CPU). An input whose size is no longer the
-// one listed is an error (CheckInputSizes), as is one that is gone (NotFound naming it).
+// one listed is an error (CheckInputSizes), as is one that is gone (NotFound naming it). With
+// `sums`, a file whose checksum it remembers for the file's stat now is not read, and those read
+// are remembered (release/internal/file_sums.h); datasets are always read.
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         const std::vector<InputFile>& files,
-                                                        int threads = 1);
+                                                        int threads = 1,
+                                                        FileSums* sums = nullptr);
 // FailedPrecondition naming the first of `files` (datasets aside) whose size is not the one
 // listed any more, or NotFound for one that is gone: an input changed while the build read it.
 absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "common/hash.h"
+#include "release/internal/file_sums.h"
 #include "release/release.h"
 
 namespace grist::release::internal {
@@ -43,10 +44,12 @@ struct StageRecord {
 
 // Every file a stage left under WORK/<output_root>, in path order, with its size and checksum:
 // recorded with the stage, checked on resume. The pieces of all the files are hashed on up to
-// `threads` threads (0: every CPU); the result does not depend on it.
+// `threads` threads (0: every CPU); the result does not depend on it. With `sums`, a file whose
+// checksum it remembers for the file's stat now is not read, and those read are remembered
+// (release/internal/file_sums.h).
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
                                                       const std::string& output_root,
-                                                      int threads = 1);
+                                                      int threads = 1, FileSums* sums = nullptr);
 // The record's JSON (written atomically by Build::Complete).
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r);
 // The config hash a record names; nullopt when the record is missing or unreadable (a torn or
@@ -58,10 +61,11 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path);
 // the stages before it, a record of an earlier grist without the upstream checksum, an output
 // missing, added, truncated or changed: the stage runs again, with a note on stderr when the
 // record was there, or with `stale` given, that note's reason in *stale for the caller to say).
-// The outputs are hashed on up to `threads` threads, as StageOutputs.
+// The outputs are hashed on up to `threads` threads, as StageOutputs, through `sums` if given.
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
                                       const std::string& upstream, const std::string& output_root,
-                                      int threads, std::string* stale = nullptr);
+                                      int threads, std::string* stale = nullptr,
+                                      FileSums* sums = nullptr);
 
 }  // namespace grist::release::internal
 

@@ -87,8 +87,13 @@ struct Build {
   std::vector<std::string> docs;  // what the next stage reads
   std::map<std::string, StageRecord> records;  // the completed stages, by name
   std::unique_ptr<tokenize::Tokenizer> tokenizer;
+  // The checksums remembered in the work folder (SumsPath(); release/internal/file_sums.h), loaded
+  // once the work folder is known to be this config's: the inputs and the stages' outputs are
+  // read again only where their stat changed. Saved by each step before it returns.
+  std::unique_ptr<FileSums> sums;
 
   std::string Dir(const std::string& sub) const { return JoinPath(work, sub); }
+  std::string SumsPath() const { return Dir("sums.json"); }
   std::string StagesDir() const { return Dir("stages"); }
   std::string RecordPath(const std::string& stage) const {
     return JoinPath(StagesDir(), stage + ".json");
@@ -143,7 +148,7 @@ struct Build {
     if (Reads(s) == bc.inputs) RETURN_IF_ERROR(CheckInputSizes(env, input_files));
     ASSIGN_OR_RETURN(r.upstream, Upstream(s));
     ASSIGN_OR_RETURN(std::vector<StageOutput> outputs,
-                     StageOutputs(env, work, s.output_root, opts.run.threads));
+                     StageOutputs(env, work, s.output_root, opts.run.threads, sums.get()));
     r.outputs = std::move(outputs);
     RETURN_IF_ERROR(crash::Point(point + "before_record"));
     RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));

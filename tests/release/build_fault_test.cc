@@ -18,9 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -468,6 +471,131 @@ TEST_F(BuildFaultTest, AChangedInputRunsTheStagesAgainAndTheManifestNamesWhatThe
   EXPECT_THAT(manifest, HasSubstr(Hash128Of(cut).ToHex()));
   EXPECT_THAT(manifest, HasSubstr(absl::StrCat("\"bytes\": ", cut.size())));
   EXPECT_THAT(manifest, ::testing::Not(HasSubstr(Hash128Of(text).ToHex())));
+}
+
+// The real file system with every file's times ten seconds back (settled, as those of a corpus
+// made long before the build: WORK/sums.json remembers only such files' checksums), counting the
+// files opened for reading under a folder.
+class SettledTimesEnv : public grist::testing::ForwardingEnv {
+ public:
+  absl::StatusOr<FileStat> Stat(const std::string& p) override {
+    absl::StatusOr<FileStat> st = ForwardingEnv::Stat(p);
+    if (st.ok()) {
+      st->mtime_ns -= 10'000'000'000;
+      st->ctime_ns -= 10'000'000'000;
+    }
+    return st;
+  }
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
+    Count(p);
+    return ForwardingEnv::NewSequentialFile(p);
+  }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& p) override {
+    Count(p);
+    return ForwardingEnv::NewRandomAccessFile(p);
+  }
+  // Files opened for reading under `dir` since the last call.
+  int Opened(const std::string& dir) {
+    std::lock_guard<std::mutex> l(mu_);
+    int n = 0;
+    for (auto it = opened_.begin(); it != opened_.end();) {
+      if (it->rfind(dir + "/", 0) == 0) {
+        ++n;
+        it = opened_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return n;
+  }
+
+ private:
+  void Count(const std::string& p) {
+    std::lock_guard<std::mutex> l(mu_);
+    opened_.push_back(p);
+  }
+  std::mutex mu_;
+  std::vector<std::string> opened_;
+};
+
+TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
+  TempDir t;
+  const std::string corpus = t.Join("corpus"), input = t.Join("corpus/corpus.jsonl");
+  ASSERT_TRUE(Env::Default()->CreateDirs(corpus).ok());
+  const std::string text = ReadAll(dir_->Join("corpus.jsonl"));
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+  BuildOptions o = Options(t.Join("rel"));
+  o.config_path = ConfigWithInput(*config_, input, t.Join("c.toml"));
+  SettledTimesEnv env;
+  ASSERT_TRUE(BuildRelease(&env, o).ok());
+  EXPECT_GT(env.Opened(corpus), 0) << "the first build reads its input through the Env";
+  const auto first = ReleaseBytes(t.Join("rel"));
+  const std::string sums = ReadAll(t.Join("rel.work/sums.json"));
+  EXPECT_THAT(sums, HasSubstr(absl::StrCat("\"kind\":\"xxh3_128\",\"path\":\"", input, "\"")));
+  EXPECT_THAT(sums, HasSubstr(Hash128Of(text).ToHex()));
+  EXPECT_THAT(sums, HasSubstr("\"kind\":\"xxh3_128_of_4mib_pieces\""));
+  (void)env.Opened(t.Join("rel.work"));
+
+  // Nothing changed: every stage resumes without reading the input or the outputs of clean and
+  // dedup (tokenize's are what pack reads).
+  auto resumed = BuildRelease(&env, o);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (const StageSummary& s : resumed->stages) {
+    if (s.name != "pack+shard") {
+      EXPECT_TRUE(s.resumed) << s.name;
+    }
+  }
+  EXPECT_EQ(env.Opened(corpus), 0);
+  EXPECT_EQ(env.Opened(t.Join("rel.work/clean")), 0);
+  EXPECT_EQ(env.Opened(t.Join("rel.work/dedup")), 0);
+  ExpectSameRelease(first, t.Join("rel"));
+
+  // The input written again in place, the same bytes: new times, so it is read (and found the
+  // same: every stage resumes).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the timestamp tick
+  {
+    auto w = Env::Default()->NewWritableFile(input);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(text).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto rewritten = BuildRelease(&env, o);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_GT(env.Opened(corpus), 0);
+  for (const StageSummary& s : rewritten->stages) {
+    if (s.name != "pack+shard") {
+      EXPECT_TRUE(s.resumed) << s.name;
+    }
+  }
+
+  // A byte of a clean part changed in place, its size kept: read, found changed, and clean and
+  // every stage after it run again, to the same release.
+  auto parts = Env::Default()->ListDir(t.Join("rel.work/clean"));
+  ASSERT_TRUE(parts.ok());
+  std::string part;
+  for (const std::string& n : *parts) {
+    if (n.ends_with(".jsonl.zst")) part = t.Join("rel.work/clean/" + n);
+  }
+  ASSERT_FALSE(part.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    const int fd = ::open(part.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "\xff", 1, 20), 1);
+    ::close(fd);
+  }
+  ::testing::internal::CaptureStderr();
+  auto damaged = BuildRelease(&env, o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(damaged.ok()) << damaged.status();
+  EXPECT_THAT(err, HasSubstr("does not match its checksum")) << err;
+  for (const StageSummary& s : damaged->stages) {
+    if (s.name == "clean") {
+      EXPECT_FALSE(s.resumed);
+    }
+  }
+  ExpectSameRelease(first, t.Join("rel"));
 }
 
 TEST_F(BuildFaultTest, AReplacedTokenizerModelRunsTheTokenizerAndTokenizeAgain) {

@@ -38,6 +38,7 @@ using internal::BuildConfig;
 using internal::EncodeRecord;
 using internal::FileSums;
 using internal::HashInputs;
+using internal::StatInputs;
 using internal::KeptParts;
 using internal::kPackStep;
 using internal::LoadRecord;
@@ -208,6 +209,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   RETURN_IF_ERROR(env->CreateDirs(b.StagesDir()));
   b.sums = FileSums::Load(env, b.SumsPath());
   ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
+  b.input_stats = StatInputs(env, b.input_files);
   for (const InputFile& f : b.input_files) b.input_bytes += f.size;
   b.docs = bc.inputs;
   // An unstaged build with more than one thread hashes the inputs beside its first stage (which

@@ -261,9 +261,29 @@ absl::Status CheckInputSize(Env* env, const InputFile& f) {
 
 }  // namespace
 
-absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files) {
-  for (const InputFile& f : files) RETURN_IF_ERROR(CheckInputSize(env, f));
+absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files,
+                             const std::vector<std::optional<FileStat>>* listed) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const InputFile& f = files[i];
+    RETURN_IF_ERROR(CheckInputSize(env, f));
+    if (listed == nullptr || i >= listed->size() || !(*listed)[i]) continue;
+    absl::StatusOr<FileStat> now = env->Stat(f.path);
+    if (!now.ok() || *now == *(*listed)[i]) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "input ", f.path, " changed while the build read it: the same size (", f.size,
+        " bytes), but written or replaced since the build listed it (its modification or change "
+        "time, or its inode, is another); build again once it stays"));
+  }
   return absl::OkStatus();
+}
+
+std::vector<std::optional<FileStat>> StatInputs(Env* env, const std::vector<InputFile>& files) {
+  std::vector<std::optional<FileStat>> out(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (files[i].format == InputFormat::kHfDataset) continue;
+    if (absl::StatusOr<FileStat> st = env->Stat(files[i].path); st.ok()) out[i] = *st;
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,

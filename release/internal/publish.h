@@ -55,7 +55,12 @@ absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
                                                         FileSums* sums = nullptr);
 // FailedPrecondition naming the first of `files` (datasets aside) whose size is not the one
 // listed any more, or NotFound for one that is gone: an input changed while the build read it.
-absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files);
+// With `listed` (StatInputs when the files were listed), also one of the same size whose stat is
+// another now (written in place, or replaced, since).
+absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files,
+                             const std::vector<std::optional<FileStat>>* listed = nullptr);
+// The stat of each of `files` now (none for a dataset, or where the Env has no stat).
+std::vector<std::optional<FileStat>> StatInputs(Env* env, const std::vector<InputFile>& files);
 
 // The pack+shard stage: packs the tokenized parts into the staging folder, then publishes it at
 // the release folder (reports/, then manifest.json last, then the move: Publish).

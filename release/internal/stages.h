@@ -83,6 +83,7 @@ struct Build {
   const BuildConfig& bc;
   std::string work;
   std::vector<InputFile> input_files;  // listed once, with their sizes
+  std::vector<std::optional<FileStat>> input_stats;  // and their stats then (StatInputs)
   uint64_t input_bytes = 0;
   std::vector<std::string> docs;  // what the next stage reads
   std::map<std::string, StageRecord> records;  // the completed stages, by name
@@ -145,7 +146,7 @@ struct Build {
   absl::Status Complete(const StageDef& s, StageRecord& r) {
     const std::string point = absl::StrCat("build.", s.name, ".");
     RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
-    if (Reads(s) == bc.inputs) RETURN_IF_ERROR(CheckInputSizes(env, input_files));
+    if (Reads(s) == bc.inputs) RETURN_IF_ERROR(CheckInputSizes(env, input_files, &input_stats));
     ASSIGN_OR_RETURN(r.upstream, Upstream(s));
     ASSIGN_OR_RETURN(std::vector<StageOutput> outputs,
                      StageOutputs(env, work, s.output_root, opts.run.threads, sums.get()));

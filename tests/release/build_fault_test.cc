@@ -684,6 +684,37 @@ TEST_F(BuildFaultTest, AnInputThatChangesOrGoesWhileTheBuildReadsItFailsTheBuild
     EXPECT_EQ(again->stages[0].docs_in, 301u);
     EXPECT_THAT(ReadAll(t.Join("appended/manifest.json")), HasSubstr(Hash128Of(more).ToHex()));
   }
+  // One letter changed in place, the size kept: the build stops alike, saying so.
+  {
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
+    const size_t at = text.find("the ");
+    ASSERT_NE(at, std::string::npos);
+    ActBeforeCleanEnv env([&] {
+      // Past the timestamp tick (the kernel's coarse clock), so that the write gets new times.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const int fd = ::open(input.c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::pwrite(fd, "T", 1, static_cast<off_t>(at)), 1);
+      ::close(fd);
+    });
+    BuildOptions o = Options(t.Join("edited"));
+    o.config_path = config;
+    auto r = BuildRelease(&env, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(absl::StrCat("input ", input, " changed while the build read it: the "
+                                       "same size (", text.size(), " bytes), but written or "
+                                       "replaced since the build listed it")));
+    EXPECT_FALSE(Env::Default()->FileExists(t.Join("edited")));
+    EXPECT_FALSE(Env::Default()->FileExists(t.Join("edited.work/stages/clean.json")));
+    // Built again, it cleans the file as it is now.
+    auto again = BuildRelease(Env::Default(), o);
+    ASSERT_TRUE(again.ok()) << again.status();
+    std::string edited = text;
+    edited[at] = 'T';
+    EXPECT_THAT(ReadAll(t.Join("edited/manifest.json")), HasSubstr(Hash128Of(edited).ToHex()));
+  }
   // The input removed: the build stops with NotFound naming it, and publishes nothing.
   {
     ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());

@@ -60,13 +60,15 @@ class WritableFile {
 // document parts): a sync at the end then waits for at most about this much.
 inline constexpr uint64_t kWritebackBytes = 8ull << 20;
 
-// A file's size, times and identity as stat(2) gives them: what a cache of checksums checks before
-// trusting what it remembers of the file's bytes (release/internal/file_sums.h). Any write to the
-// file, or any change to its inode (chmod, rename, link), sets ctime, which no user can set back.
+// A file's size, times and inode number as stat(2) gives them: what a cache of checksums checks
+// before trusting what it remembers of the file's bytes (release/internal/file_sums.h). Any write
+// to the file, or any change to its inode (chmod, rename, link), sets ctime, which no user can set
+// back. All of it is the file system's (the same on every client of NFS, Lustre or GlusterFS); the
+// device number, which a client numbers for itself, is left out.
 struct FileStat {
   uint64_t size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;  // since the epoch
-  uint64_t inode = 0, device = 0;
+  uint64_t inode = 0;
   bool operator==(const FileStat&) const = default;
 };
 

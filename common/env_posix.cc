@@ -186,8 +186,7 @@ class PosixEnv : public Env {
     return FileStat{.size = static_cast<uint64_t>(st.st_size),
                     .mtime_ns = ns(st.st_mtim),
                     .ctime_ns = ns(st.st_ctim),
-                    .inode = static_cast<uint64_t>(st.st_ino),
-                    .device = static_cast<uint64_t>(st.st_dev)};
+                    .inode = static_cast<uint64_t>(st.st_ino)};
   }
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());

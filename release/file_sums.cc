@@ -56,8 +56,7 @@ std::unique_ptr<FileSums> FileSums::Load(Env* env, std::string path) {
         f["bytes"].get(en.stat.size) != simdjson::SUCCESS ||
         f["mtime_ns"].get(en.stat.mtime_ns) != simdjson::SUCCESS ||
         f["ctime_ns"].get(en.stat.ctime_ns) != simdjson::SUCCESS ||
-        f["inode"].get(en.stat.inode) != simdjson::SUCCESS ||
-        f["device"].get(en.stat.device) != simdjson::SUCCESS || sum.empty()) {
+        f["inode"].get(en.stat.inode) != simdjson::SUCCESS || sum.empty()) {
       s->changed_ = true;  // a bad entry is dropped
       continue;
     }
@@ -110,7 +109,7 @@ absl::Status FileSums::Save() {
     w.BeginObject().Field("kind", it->first.first).Field("path", it->first.second);
     w.Field("bytes", en.stat.size).Field("mtime_ns", en.stat.mtime_ns);
     w.Field("ctime_ns", en.stat.ctime_ns).Field("inode", en.stat.inode);
-    w.Field("device", en.stat.device).Field("sum", en.sum).EndObject();
+    w.Field("sum", en.sum).EndObject();
     ++it;
   }
   w.EndArray().EndObject();

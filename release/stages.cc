@@ -91,8 +91,92 @@ StageRecord CleanRecord(const clean::CleanReport& cr) {
 
 // Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json) was
 // written by a task of another task count than `tasks`.
+// A clean task's list of the inputs as it listed them, for clean-merge to check against its own
+// (WORK/clean/clean-inputs-IIIII-of-NNNNN.json, docs/formats/build.md): the record the merge
+// writes names the inputs as the merge finds them, which must be those the tasks read.
+constexpr char kInputsStem[] = "clean-inputs";
+constexpr char kInputsSuffix[] = ".json";
+constexpr std::string_view kInputsFormat = "grist-clean-task-inputs";
+
+std::string TaskInputsJson(const std::vector<InputFile>& files,
+                           const std::vector<std::optional<FileStat>>& stats) {
+  JsonWriter w(0);
+  w.BeginObject().Field("format", kInputsFormat).Field("version", int64_t{1});
+  w.Key("inputs").BeginArray();
+  for (size_t i = 0; i < files.size(); ++i) {
+    w.BeginObject().Field("path", files[i].path).Field("bytes", files[i].size);
+    if (i < stats.size() && stats[i]) {
+      w.Field("mtime_ns", stats[i]->mtime_ns).Field("ctime_ns", stats[i]->ctime_ns);
+      w.Field("inode", stats[i]->inode);
+    }
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.Take() + "\n";
+}
+
+// Why the inputs a clean task listed (its TaskInputsJson text) are not `files` with `stats`, the
+// merge's own listing ("" when they are).
+std::string TaskInputsDiffer(const std::string& text, const std::vector<InputFile>& files,
+                             const std::vector<std::optional<FileStat>>& stats) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(text);
+  std::string_view format;
+  simdjson::dom::array inputs;
+  if (p.parse(ps).get(e) != simdjson::SUCCESS || e["format"].get(format) != simdjson::SUCCESS ||
+      format != kInputsFormat || e["inputs"].get(inputs) != simdjson::SUCCESS) {
+    return "not a list of a clean task's inputs";
+  }
+  struct Then {
+    std::string path;
+    FileStat stat;
+    bool has_stat = false;
+  };
+  std::vector<Then> then;
+  for (simdjson::dom::element in : inputs) {
+    Then& t = then.emplace_back();
+    std::string_view path;
+    if (in["path"].get(path) != simdjson::SUCCESS ||
+        in["bytes"].get(t.stat.size) != simdjson::SUCCESS) {
+      return "a bad entry";
+    }
+    t.path = std::string(path);
+    t.has_stat = in["mtime_ns"].get(t.stat.mtime_ns) == simdjson::SUCCESS &&
+                 in["ctime_ns"].get(t.stat.ctime_ns) == simdjson::SUCCESS &&
+                 in["inode"].get(t.stat.inode) == simdjson::SUCCESS;
+  }
+  std::vector<std::string> now_paths, then_paths;
+  for (const InputFile& f : files) now_paths.push_back(f.path);
+  for (const Then& t : then) then_paths.push_back(t.path);
+  if (now_paths != then_paths) {
+    for (const std::string& n : now_paths) {
+      if (std::find(then_paths.begin(), then_paths.end(), n) == then_paths.end()) {
+        return absl::StrCat(n, " is listed now, not by the task");
+      }
+    }
+    for (const std::string& n : then_paths) {
+      if (std::find(now_paths.begin(), now_paths.end(), n) == now_paths.end()) {
+        return absl::StrCat("the task read ", n, ", which is not listed now");
+      }
+    }
+    return "the task listed the inputs in another order";
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (then[i].stat.size != files[i].size) {
+      return absl::StrCat(files[i].path, " had ", then[i].stat.size,
+                          " bytes when the task read it, ", files[i].size, " now");
+    }
+    if (then[i].has_stat && i < stats.size() && stats[i] && then[i].stat != *stats[i]) {
+      return absl::StrCat(files[i].path, " was written or replaced since the task read it (its "
+                          "modification or change time, or its inode, is another)");
+    }
+  }
+  return "";
+}
+
 bool OfOtherTaskCount(const std::string& name, int tasks) {
-  for (const char* stem : {clean::kPartStem, clean::kReportStem}) {
+  for (const char* stem : {clean::kPartStem, clean::kReportStem, kInputsStem}) {
     if (std::optional<TaskPart> p = ParseTaskPart(name, stem)) return p->tasks != tasks;
   }
   return false;
@@ -110,6 +194,11 @@ absl::StatusOr<StageRecord> CleanTask(Build& b, const RunOptions& run) {
     }
   }
   ASSIGN_OR_RETURN(clean::CleanReport cr, clean::RunClean(b.env, b.bc.inputs, dir, b.bc.clean, run));
+  // The inputs as this task listed them, unchanged while it read them, for the merge to check.
+  RETURN_IF_ERROR(CheckInputSizes(b.env, b.input_files, &b.input_stats));
+  RETURN_IF_ERROR(WriteFileAtomic(
+      b.env, JoinPath(dir, TaskPartName(kInputsStem, run.task, run.tasks) + kInputsSuffix),
+      TaskInputsJson(b.input_files, b.input_stats)));
   StageRecord r = CleanRecord(cr);
   r.summary.note = TaskNote(run);
   return r;
@@ -139,6 +228,19 @@ absl::StatusOr<StageRecord> CleanMerge(Build& b, const RunOptions&) {
           absl::StrCat(path, ": clean task ", t, " of ", tasks, " has not finished"));
     }
     ASSIGN_OR_RETURN(clean::CleanReport r, ParseCleanTaskReport(path, *text, &listed));
+    // The inputs the task read are those this merge lists (its record names them as they are).
+    const std::string inputs_path =
+        JoinPath(dir, TaskPartName(kInputsStem, t, tasks) + kInputsSuffix);
+    auto inputs = ReadFileToString(b.env, inputs_path);
+    if (!inputs.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(inputs_path, ": clean task ", t, " of ", tasks, " has not finished"));
+    }
+    if (std::string why = TaskInputsDiffer(*inputs, b.input_files, b.input_stats); !why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          inputs_path, ": the inputs changed since clean task ", t, " of ", tasks, " read them (",
+          why, "); run --stage clean (every task) again, then clean-merge"));
+    }
     all.counts.docs_in += r.counts.docs_in;
     all.counts.docs_out += r.counts.docs_out;
     all.counts.docs_rejected += r.counts.docs_rejected;

@@ -4,8 +4,8 @@
 // corpus of a terabyte each of a Slurm array's tasks read every input, and every earlier stage's
 // outputs, to check the records it resumes after.
 //
-// Trust: a remembered checksum serves while stat(2) gives the file the same size, mtime, ctime,
-// inode and device it had when hashed (as git trusts its index). A write sets mtime and ctime,
+// Trust: a remembered checksum serves while stat(2) gives the file the same size, mtime, ctime
+// and inode it had when hashed (as git trusts its index). A write sets mtime and ctime,
 // and ctime cannot be set back, so a changed file is hashed again; only an entry whose times lie
 // well before its hashing began is remembered (kSettledNs, or kSettledCoarseNs where the file
 // system stamps whole seconds), so that a write later in the same timestamp tick cannot hide.

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -277,6 +279,66 @@ TEST_F(StagedArraysTest, AChangedInputStopsTheNextStepWhichRemovesTheStaleRecord
   grist::testing::CollectReleaseFiles(out, "", &got);
   EXPECT_TRUE(want == got) << "the chain's release differs from the unstaged build's";
   EXPECT_FALSE(want == *local_) << "the changed input should give another release";
+}
+
+TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
+  // The suite's config over copies of its inputs; the clean array of 2 tasks runs, then an input
+  // changes before clean-merge: the merge would record clean's outputs as built from inputs the
+  // tasks never read.
+  testing::TempDir t;
+  std::string config = *ReadFileToString(Env::Default(), tmp_->Join("c.toml"));
+  for (int f = 0; f < 4; ++f) {
+    const std::string from = tmp_->Join(absl::StrCat("in-", f, ".jsonl"));
+    const std::string to = t.Join(absl::StrCat("in-", f, ".jsonl"));
+    ASSERT_TRUE(WriteFileAtomic(Env::Default(), to, *ReadFileToString(Env::Default(), from)).ok());
+    config.replace(config.find(from), from.size(), to);
+  }
+  const std::string c = t.Join("c.toml");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), c, config).ok());
+  const std::string out = t.Join("rel");
+  auto step = [&](const std::string& args) {
+    return RunGrist("build --quiet --threads 2 --config " + c + " --output " + out + " " + args);
+  };
+  auto clean_tasks = [&] {
+    for (int task = 0; task < 2; ++task) {
+      CliRun r = step(absl::StrCat("--stage clean --task ", task, " --tasks 2"));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+  };
+  const std::string in1 = t.Join("in-1.jsonl");
+  const std::string text = *ReadFileToString(Env::Default(), in1);
+  const size_t at = text.find("the ");
+  ASSERT_NE(at, std::string::npos);
+  // One letter of in-1 changed in place, its size kept.
+  clean_tasks();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the timestamp tick
+  {
+    const int fd = ::open(in1.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "T", 1, static_cast<off_t>(at)), 1);
+    ::close(fd);
+  }
+  CliRun r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("clean-inputs-00000-of-00002.json: the inputs changed since "
+                                  "clean task 0 of 2 read them (" + in1 +
+                                  " was written or replaced since the task read it"));
+  EXPECT_THAT(r.output, HasSubstr("run --stage clean (every task) again, then clean-merge"));
+  EXPECT_FALSE(Env::Default()->FileExists(out + ".work/stages/clean.json"));
+  // A file added to the inputs (a folder of them) alike; the tasks run again, the merge records.
+  config.replace(config.find(in1), in1.size(), t.Join("more"));
+  ASSERT_TRUE(Env::Default()->CreateDirs(t.Join("more")).ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("more/a.jsonl"), text).ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), c, config).ok());
+  clean_tasks();
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("more/b.jsonl"), text).ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(t.Join("more/b.jsonl") + " is listed now, not by the task"));
+  clean_tasks();
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Env::Default()->FileExists(out + ".work/stages/clean.json"));
 }
 
 TEST_F(StagedArraysTest, TasksOfAnArrayShareTheOutputsLockAndEveryOtherStepTakesItAlone) {

@@ -30,6 +30,18 @@ bool SettledBefore(const FileStat& st, int64_t started_ns) {
   return newest < started_ns - (coarse ? kSettledCoarseNs : kSettledNs);
 }
 
+void AppendFileStatFields(JsonWriter* w, const FileStat& st) {
+  w->Field("bytes", st.size).Field("mtime_ns", st.mtime_ns).Field("ctime_ns", st.ctime_ns);
+  w->Field("inode", st.inode);
+}
+
+bool ReadFileStatFields(const simdjson::dom::element& object, FileStat* st) {
+  return object["bytes"].get(st->size) == simdjson::SUCCESS &&
+         object["mtime_ns"].get(st->mtime_ns) == simdjson::SUCCESS &&
+         object["ctime_ns"].get(st->ctime_ns) == simdjson::SUCCESS &&
+         object["inode"].get(st->inode) == simdjson::SUCCESS;
+}
+
 std::unique_ptr<FileSums> FileSums::Load(Env* env, std::string path) {
   std::unique_ptr<FileSums> s(new FileSums(env, std::move(path)));
   absl::StatusOr<std::string> text = ReadFileToString(env, s->path_);
@@ -52,11 +64,8 @@ std::unique_ptr<FileSums> FileSums::Load(Env* env, std::string path) {
     std::string_view kind, file, sum;
     Entry en;
     if (f["kind"].get(kind) != simdjson::SUCCESS || f["path"].get(file) != simdjson::SUCCESS ||
-        f["sum"].get(sum) != simdjson::SUCCESS ||
-        f["bytes"].get(en.stat.size) != simdjson::SUCCESS ||
-        f["mtime_ns"].get(en.stat.mtime_ns) != simdjson::SUCCESS ||
-        f["ctime_ns"].get(en.stat.ctime_ns) != simdjson::SUCCESS ||
-        f["inode"].get(en.stat.inode) != simdjson::SUCCESS || sum.empty()) {
+        f["sum"].get(sum) != simdjson::SUCCESS || !ReadFileStatFields(f, &en.stat) ||
+        sum.empty()) {
       s->changed_ = true;  // a bad entry is dropped
       continue;
     }
@@ -107,8 +116,7 @@ absl::Status FileSums::Save() {
     }
     const Entry& en = it->second;
     w.BeginObject().Field("kind", it->first.first).Field("path", it->first.second);
-    w.Field("bytes", en.stat.size).Field("mtime_ns", en.stat.mtime_ns);
-    w.Field("ctime_ns", en.stat.ctime_ns).Field("inode", en.stat.inode);
+    AppendFileStatFields(&w, en.stat);
     w.Field("sum", en.sum).EndObject();
     ++it;
   }

@@ -104,10 +104,11 @@ std::string TaskInputsJson(const std::vector<InputFile>& files,
   w.BeginObject().Field("format", kInputsFormat).Field("version", int64_t{1});
   w.Key("inputs").BeginArray();
   for (size_t i = 0; i < files.size(); ++i) {
-    w.BeginObject().Field("path", files[i].path).Field("bytes", files[i].size);
+    w.BeginObject().Field("path", files[i].path);
     if (i < stats.size() && stats[i]) {
-      w.Field("mtime_ns", stats[i]->mtime_ns).Field("ctime_ns", stats[i]->ctime_ns);
-      w.Field("inode", stats[i]->inode);
+      AppendFileStatFields(&w, *stats[i]);
+    } else {
+      w.Field("bytes", files[i].size);
     }
     w.EndObject();
   }
@@ -142,9 +143,7 @@ std::string TaskInputsDiffer(const std::string& text, const std::vector<InputFil
       return "a bad entry";
     }
     t.path = std::string(path);
-    t.has_stat = in["mtime_ns"].get(t.stat.mtime_ns) == simdjson::SUCCESS &&
-                 in["ctime_ns"].get(t.stat.ctime_ns) == simdjson::SUCCESS &&
-                 in["inode"].get(t.stat.inode) == simdjson::SUCCESS;
+    t.has_stat = ReadFileStatFields(in, &t.stat);
   }
   std::vector<std::string> now_paths, then_paths;
   for (const InputFile& f : files) now_paths.push_back(f.path);

@@ -17,6 +17,8 @@
 #ifndef GRIST_RELEASE_INTERNAL_FILE_SUMS_H_
 #define GRIST_RELEASE_INTERNAL_FILE_SUMS_H_
 
+#include <simdjson.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env.h"
+#include "common/json_writer.h"
 
 namespace grist::release::internal {
 
@@ -81,6 +84,12 @@ class FileSums {
 
 // Whether a file with stat `st` is settled for a hashing that began at `started_ns` (above).
 bool SettledBefore(const FileStat& st, int64_t started_ns);
+
+// A file's stat as JSON members, the one spelling of sums.json's entries and of a clean task's
+// listing of its inputs (docs/formats/build.md): "bytes", "mtime_ns", "ctime_ns", "inode".
+void AppendFileStatFields(JsonWriter* w, const FileStat& st);
+// Reads those members of `object` into *st; false if one is missing or of another type.
+bool ReadFileStatFields(const simdjson::dom::element& object, FileStat* st);
 
 }  // namespace grist::release::internal
 

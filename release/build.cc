@@ -164,25 +164,30 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   RETURN_IF_ERROR(CheckOutputOutsideInputs(env, bc.inputs, opts.output_dir, "inputs.paths"));
   ASSIGN_OR_RETURN(const OutputLock lock,
                    OutputLock::Take(opts.output_dir, staged && step != nullptr && step->parallel));
-  std::unique_ptr<tokenize::Tokenizer> given_model;
-  std::optional<shard::FileInfo> given_model_file;
-  if (!bc.tokenizer_model.empty()) {  // fail before any stage runs
+  Build b{.env = env, .opts = opts, .bc = bc, .work = opts.output_dir + ".work"};
+  if (!bc.tokenizer_model.empty()) {  // a missing file fails before any stage runs
     auto bytes = ReadFileToString(env, bc.tokenizer_model);
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
-    ASSIGN_OR_RETURN(given_model, tokenize::Tokenizer::FromBytes(*bytes, bc.tokenizer_model));
-    given_model_file = shard::FileInfo{bc.tokenizer_model, bytes->size(), Hash128Of(*bytes)};
+    b.given_model_file = shard::FileInfo{bc.tokenizer_model, bytes->size(), Hash128Of(*bytes)};
+    b.loading_model.emplace(absl::UnknownError("the tokenizer model was not loaded"));
+    b.model_loader = std::jthread([&b, bytes = std::move(*bytes)] {
+      *b.loading_model = tokenize::Tokenizer::FromBytes(bytes, b.bc.tokenizer_model);
+    });
   }
-  Build b{.env = env, .opts = opts, .bc = bc, .work = opts.output_dir + ".work"};
-  b.given_model_file = std::move(given_model_file);
   // grist's encoder's tables for the given model (tens of ms for a 32k model) are built on a
-  // thread of their own while clean and dedup run, instead of at the start of tokenize, on the
-  // build's one serial path. Declared after `b`, which owns the model: joined before it is freed.
+  // thread of their own while the stages before tokenize run, instead of at its start, on the
+  // build's one serial path: started once the model is loaded (join_model). Declared after `b`,
+  // which owns the model: joined before it is freed.
   std::jthread encoder_tables;
-  if (given_model != nullptr && bc.encode.encode.engine == tokenize::Engine::kGrist &&
-      (!staged || stage == "tokenize")) {
-    encoder_tables = std::jthread([m = given_model.get()] { (void)m->native(); });
-  }
-  b.given_model = std::move(given_model);
+  auto join_model = [&]() -> absl::Status {
+    const bool loaded_now = b.loading_model.has_value();
+    RETURN_IF_ERROR(b.JoinGivenModel());
+    if (loaded_now && b.given_model != nullptr &&
+        bc.encode.encode.engine == tokenize::Engine::kGrist && (!staged || stage == "tokenize")) {
+      encoder_tables = std::jthread([m = b.given_model.get()] { (void)m->native(); });
+    }
+    return absl::OkStatus();
+  };
   // A work folder from another config (or --restart) is discarded.
   if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(b.work));
   if (env->IsDirectory(b.StagesDir())) {
@@ -223,6 +228,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       if (is_target) return stage_report({.name = s.name, .note = "disabled in the config"});
       continue;
     }
+    if (s.name != "clean") RETURN_IF_ERROR(join_model());
     std::string upstream;  // what the stage would read now, to check a record against
     if (env->FileExists(b.RecordPath(s.name))) {
       ASSIGN_OR_RETURN(upstream, b.Upstream(s));
@@ -247,6 +253,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       if (!rec) {
         if (s.keeps_documents) RETURN_IF_ERROR(env->CreateDirs(b.Dir(s.output_root)));
         ASSIGN_OR_RETURN(StageRecord r, step->run(b, opts.run));
+        RETURN_IF_ERROR(join_model());
         r.summary.name = s.name;
         if (!step->completes) {
           RETURN_IF_ERROR(b.sums->Save());
@@ -283,6 +290,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       }
       RETURN_IF_ERROR(env->RemoveAll(b.Dir(s.output_root)));
       ASSIGN_OR_RETURN(StageRecord r, s.run(b));
+      RETURN_IF_ERROR(join_model());
       r.summary.name = s.name;
       RETURN_IF_ERROR(b.Complete(s, r));
       rec = std::move(r);
@@ -297,6 +305,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     }
   }
 
+  RETURN_IF_ERROR(join_model());
   PublishOptions po;
   po.config = &bc;
   po.config_path = opts.config_path;

@@ -120,8 +120,27 @@ struct Build {
     ASSIGN_OR_RETURN(tokenizer, tokenize::Tokenizer::Load(env, ModelPath()));
     return tokenizer.get();
   }
-  // The config's tokenizer.model, loaded and checked by BuildRelease (null without one).
+  // The config's tokenizer.model, loaded and checked by BuildRelease (null without one): loaded
+  // on `model_loader` while the first stage runs (Tokenizer::FromBytes takes tens of ms for a 32k
+  // model, which at 16 threads was the build's serial start), and moved here by JoinGivenModel,
+  // which every stage but clean calls before it runs, and every stage after its run, before it is
+  // recorded: a model that does not load fails the build then, with nothing recorded after it.
   std::unique_ptr<tokenize::Tokenizer> given_model;
+  std::optional<absl::StatusOr<std::unique_ptr<tokenize::Tokenizer>>> loading_model;
+  absl::Status given_model_status;  // the load's error, once joined
+  std::jthread model_loader;        // writes loading_model: declared after it
+  absl::Status JoinGivenModel() {
+    if (model_loader.joinable()) model_loader.join();
+    if (loading_model) {
+      if (loading_model->ok()) {
+        given_model = std::move(**loading_model);
+      } else {
+        given_model_status = loading_model->status();
+      }
+      loading_model.reset();
+    }
+    return given_model_status;
+  }
   // That model file as read then (path, size, XXH3-128), for Upstream; none without one.
   std::optional<shard::FileInfo> given_model_file;
   // The config's inputs with their sizes and XXH3-128 (HashInputs): what the manifest lists and

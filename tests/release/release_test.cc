@@ -678,6 +678,9 @@ TEST(ReleaseTest, BadConfigsNameTheKey) {
                  tmp.Join("out2"), 1);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(r.status().message()).find("bad.model"), std::string::npos);
+  // Loaded while clean runs: clean's outputs may be there, but nothing is recorded or published.
+  EXPECT_FALSE(Env::Default()->FileExists(tmp.Join("out2.work/stages/clean.json")));
+  EXPECT_FALSE(Env::Default()->FileExists(tmp.Join("out2")));
 }
 
 }  // namespace

@@ -38,7 +38,6 @@ using internal::BuildConfig;
 using internal::EncodeRecord;
 using internal::FileSums;
 using internal::HashInputs;
-using internal::StatInputs;
 using internal::KeptParts;
 using internal::kPackStep;
 using internal::LoadRecord;
@@ -50,6 +49,7 @@ using internal::RecordConfig;
 using internal::StageDef;
 using internal::StageRecord;
 using internal::Stages;
+using internal::StatInputs;
 using internal::Step;
 
 const std::vector<std::string>& BuildStages() {

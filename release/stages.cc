@@ -89,8 +89,6 @@ StageRecord CleanRecord(const clean::CleanReport& cr) {
   return r;
 }
 
-// Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json) was
-// written by a task of another task count than `tasks`.
 // A clean task's list of the inputs as it listed them, for clean-merge to check against its own
 // (WORK/clean/clean-inputs-IIIII-of-NNNNN.json, docs/formats/build.md): the record the merge
 // writes names the inputs as the merge finds them, which must be those the tasks read.
@@ -174,6 +172,8 @@ std::string TaskInputsDiffer(const std::string& text, const std::vector<InputFil
   return "";
 }
 
+// Whether `name` (a clean output: part-IIIII-of-NNNNN-*, clean-report-IIIII-of-NNNNN.json,
+// clean-inputs-IIIII-of-NNNNN.json) was written by a task of another task count than `tasks`.
 bool OfOtherTaskCount(const std::string& name, int tasks) {
   for (const char* stem : {clean::kPartStem, clean::kReportStem, kInputsStem}) {
     if (std::optional<TaskPart> p = ParseTaskPart(name, stem)) return p->tasks != tasks;

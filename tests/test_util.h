@@ -2,17 +2,21 @@
 #ifndef GRIST_TESTS_TEST_UTIL_H_
 #define GRIST_TESTS_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/env.h"
@@ -89,6 +93,19 @@ class ForwardingEnv : public Env {
  private:
   Env* base_;
 };
+
+// Writes `bytes` over `path` at `offset` in place (the same inode, the size kept unless it runs
+// past the end), after sleeping past the file system's timestamp tick (the kernel's coarse clock,
+// at most 10 ms), so that the write gets new times: an edit that size and name checks cannot see.
+inline void OverwriteInPlace(const std::string& path, uint64_t offset, std::string_view bytes) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)),
+            static_cast<ssize_t>(bytes.size()))
+      << path;
+  ::close(fd);
+}
 
 // A fresh directory under $TMPDIR (or /tmp), removed by the destructor unless GRIST_KEEP_TEMP=1.
 class TempDir {

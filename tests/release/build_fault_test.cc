@@ -18,12 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -553,13 +551,7 @@ TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
 
   // The input written again in place, the same bytes: new times, so it is read (and found the
   // same: every stage resumes).
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the timestamp tick
-  {
-    auto w = Env::Default()->NewWritableFile(input);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Append(text).ok());
-    ASSERT_TRUE((*w)->Close().ok());
-  }
+  grist::testing::OverwriteInPlace(input, 0, text);
   auto rewritten = BuildRelease(&env, o);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
   EXPECT_GT(env.Opened(corpus), 0);
@@ -578,13 +570,7 @@ TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
     if (n.ends_with(".jsonl.zst")) part = t.Join("rel.work/clean/" + n);
   }
   ASSERT_FALSE(part.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  {
-    const int fd = ::open(part.c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::pwrite(fd, "\xff", 1, 20), 1);
-    ::close(fd);
-  }
+  grist::testing::OverwriteInPlace(part, 20, "\xff");
   ::testing::internal::CaptureStderr();
   auto damaged = BuildRelease(&env, o);
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -689,14 +675,7 @@ TEST_F(BuildFaultTest, AnInputThatChangesOrGoesWhileTheBuildReadsItFailsTheBuild
     ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, text).ok());
     const size_t at = text.find("the ");
     ASSERT_NE(at, std::string::npos);
-    ActBeforeCleanEnv env([&] {
-      // Past the timestamp tick (the kernel's coarse clock), so that the write gets new times.
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      const int fd = ::open(input.c_str(), O_WRONLY);
-      ASSERT_GE(fd, 0);
-      ASSERT_EQ(::pwrite(fd, "T", 1, static_cast<off_t>(at)), 1);
-      ::close(fd);
-    });
+    ActBeforeCleanEnv env([&] { grist::testing::OverwriteInPlace(input, at, "T"); });
     BuildOptions o = Options(t.Join("edited"));
     o.config_path = config;
     auto r = BuildRelease(&env, o);

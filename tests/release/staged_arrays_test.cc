@@ -10,10 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -114,6 +112,20 @@ class StagedArraysTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete local_;
     delete tmp_;
+  }
+  // The suite's inputs copied into `t`, and its config over them written to t/c.toml; returns
+  // the config's text (to change and write again).
+  static std::string CopyOfSuite(const testing::TempDir& t) {
+    std::string config = *ReadFileToString(Env::Default(), tmp_->Join("c.toml"));
+    for (int f = 0; f < 4; ++f) {
+      const std::string from = tmp_->Join(absl::StrCat("in-", f, ".jsonl"));
+      const std::string to = t.Join(absl::StrCat("in-", f, ".jsonl"));
+      EXPECT_TRUE(
+          WriteFileAtomic(Env::Default(), to, *ReadFileToString(Env::Default(), from)).ok());
+      config.replace(config.find(from), from.size(), to);
+    }
+    EXPECT_TRUE(WriteFileAtomic(Env::Default(), t.Join("c.toml"), config).ok());
+    return config;
   }
   static std::string Build(const std::string& out, const std::string& extra) {
     return "build --quiet --threads 2 --config " + tmp_->Join("c.toml") + " --output " +
@@ -228,16 +240,8 @@ TEST_F(StagedArraysTest, MissingTasksAreNamedAndABuildResumesFromCompletedStages
 TEST_F(StagedArraysTest, AChangedInputStopsTheNextStepWhichRemovesTheStaleRecords) {
   // The suite's config over copies of its inputs, built as a chain of 2-task arrays.
   testing::TempDir t;
-  std::string config = *ReadFileToString(Env::Default(), tmp_->Join("c.toml"));
-  for (int f = 0; f < 4; ++f) {
-    const std::string from = tmp_->Join(absl::StrCat("in-", f, ".jsonl"));
-    const std::string to = t.Join(absl::StrCat("in-", f, ".jsonl"));
-    ASSERT_TRUE(WriteFileAtomic(Env::Default(), to, *ReadFileToString(Env::Default(), from)).ok());
-    config.replace(config.find(from), from.size(), to);
-  }
-  const std::string c = t.Join("c.toml");
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), c, config).ok());
-  const std::string out = t.Join("rel");
+  CopyOfSuite(t);
+  const std::string c = t.Join("c.toml"), out = t.Join("rel");
   auto step = [&](const std::string& args) {
     return RunGrist("build --quiet --threads 2 --config " + c + " --output " + out + " " + args);
   };
@@ -286,16 +290,8 @@ TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
   // changes before clean-merge: the merge would record clean's outputs as built from inputs the
   // tasks never read.
   testing::TempDir t;
-  std::string config = *ReadFileToString(Env::Default(), tmp_->Join("c.toml"));
-  for (int f = 0; f < 4; ++f) {
-    const std::string from = tmp_->Join(absl::StrCat("in-", f, ".jsonl"));
-    const std::string to = t.Join(absl::StrCat("in-", f, ".jsonl"));
-    ASSERT_TRUE(WriteFileAtomic(Env::Default(), to, *ReadFileToString(Env::Default(), from)).ok());
-    config.replace(config.find(from), from.size(), to);
-  }
-  const std::string c = t.Join("c.toml");
-  ASSERT_TRUE(WriteFileAtomic(Env::Default(), c, config).ok());
-  const std::string out = t.Join("rel");
+  std::string config = CopyOfSuite(t);
+  const std::string c = t.Join("c.toml"), out = t.Join("rel");
   auto step = [&](const std::string& args) {
     return RunGrist("build --quiet --threads 2 --config " + c + " --output " + out + " " + args);
   };
@@ -311,13 +307,7 @@ TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
   ASSERT_NE(at, std::string::npos);
   // One letter of in-1 changed in place, its size kept.
   clean_tasks();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the timestamp tick
-  {
-    const int fd = ::open(in1.c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::pwrite(fd, "T", 1, static_cast<off_t>(at)), 1);
-    ::close(fd);
-  }
+  testing::OverwriteInPlace(in1, at, "T");
   CliRun r = step("--stage clean-merge");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("clean-inputs-00000-of-00002.json: the inputs changed since "

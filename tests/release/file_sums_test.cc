@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 #include "tests/test_util.h"
@@ -131,6 +132,29 @@ TEST(FileSums, ADamagedCacheIsEmptyAndRewrittenAndGoneFilesAreDropped) {
   EXPECT_NE(text.find("\"sum\":\"aa\""), std::string::npos) << text;
   EXPECT_EQ(text.find("\"sum\":\"bb\""), std::string::npos) << text;
   EXPECT_EQ(FileSums::Load(&env, cache)->Find("xxh3_128", a, &seen), "aa");
+}
+
+TEST(FileSums, ASaveThatFailsSaysSoAndLeavesNoTemporaryFile) {
+  TempDir t;
+  OldTimesEnv settled;
+  FaultInjectionEnv env(&settled);
+  const std::string f = t.Join("a"), cache = t.Join("sums.json");
+  ASSERT_TRUE(WriteFileAtomic(&env, f, "a").ok());
+  auto sums = FileSums::Load(&env, cache);
+  FileSums::Seen seen;
+  sums->Find("xxh3_128", f, &seen);
+  sums->Remember("xxh3_128", f, seen, "aa");
+  ASSERT_EQ(sums->remembered(), 1u);
+  env.SetFailRename(true);
+  const absl::Status s = sums->Save();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("sums.json"), std::string::npos) << s;
+  env.SetFailRename(false);
+  auto names = env.ListDir(t.path());
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, std::vector<std::string>{"a"}) << "no sums.json, no temporary file";
+  ASSERT_TRUE(sums->Save().ok()) << "still to be saved";
+  EXPECT_EQ(FileSums::Load(&env, cache)->Find("xxh3_128", f, &seen), "aa");
 }
 
 }  // namespace

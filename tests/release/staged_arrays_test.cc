@@ -325,6 +325,25 @@ TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
   r = step("--stage clean-merge");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(t.Join("more/b.jsonl") + " is listed now, not by the task"));
+  // ... and a file gone from it.
+  clean_tasks();
+  ASSERT_TRUE(Env::Default()->RemoveFile(t.Join("more/b.jsonl")).ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("the task read " + t.Join("more/b.jsonl") + ", which is not listed now"));
+  // A task's list damaged, or missing: the merge refuses, naming it.
+  clean_tasks();
+  const std::string list = out + ".work/clean/clean-inputs-00001-of-00002.json";
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), list, "{\"format\":\"grist-clean").ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(list + ": the inputs changed since clean task 1 of 2 read them "
+                                  "(not a list of a clean task's inputs)"));
+  ASSERT_TRUE(Env::Default()->RemoveFile(list).ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(list + ": clean task 1 of 2 has not finished"));
   clean_tasks();
   r = step("--stage clean-merge");
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -325,6 +325,14 @@ TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
   r = step("--stage clean-merge");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(t.Join("more/b.jsonl") + " is listed now, not by the task"));
+  // ... a file grown since, ...
+  clean_tasks();
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), t.Join("more/a.jsonl"), text + text).ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(t.Join("more/a.jsonl"), " had ", text.size(),
+                                               " bytes when the task read it, ", 2 * text.size(),
+                                               " now")));
   // ... and a file gone from it.
   clean_tasks();
   ASSERT_TRUE(Env::Default()->RemoveFile(t.Join("more/b.jsonl")).ok());

@@ -43,8 +43,11 @@ using internal::kPackStep;
 using internal::LoadRecord;
 using internal::MergeEncodeReports;
 using internal::PackAndPublish;
+using internal::PackRecordJson;
+using internal::PackRecordRelease;
 using internal::PublishOptions;
 using internal::ReadBuildConfig;
+using internal::ReleaseUpToDate;
 using internal::RecordConfig;
 using internal::StageDef;
 using internal::StageRecord;
@@ -316,11 +319,28 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   po.tokens_dir = b.TokensDir();
   ASSIGN_OR_RETURN(const std::vector<shard::FileInfo>* input_sums, b.InputSums());
   po.hashed_inputs = *input_sums;
-  RETURN_IF_ERROR(b.sums->Save());
   po.inputs = b.input_files;
+  ASSIGN_OR_RETURN(const std::string pack_upstream, b.PackUpstream());
   po.records = std::move(b.records);
   po.total = &total;
-  return PackAndPublish(env, po);
+  // The release at --output already packed from exactly these stages' outputs under this config
+  // (the pack record), its files as its manifest lists them: nothing to pack or publish.
+  const std::string pack_record = b.RecordPath(kPackStep);
+  if (std::optional<std::string> id = PackRecordRelease(env, pack_record, bc.hash, pack_upstream)) {
+    ASSIGN_OR_RETURN(std::optional<BuildReport> current,
+                     ReleaseUpToDate(env, po, *id, b.sums.get()));
+    if (current) {
+      RETURN_IF_ERROR(b.sums->Save());
+      return *std::move(current);
+    }
+  }
+  RETURN_IF_ERROR(b.sums->Save());
+  ASSIGN_OR_RETURN(BuildReport report, PackAndPublish(env, po));
+  // After the release is published (a kill before leaves the record of an earlier release, or
+  // none: pack runs again).
+  RETURN_IF_ERROR(
+      WriteFileAtomic(env, pack_record, PackRecordJson(bc.hash, pack_upstream, report.release_id)));
+  return report;
 }
 
 absl::StatusOr<BuildReport> PackRelease(Env* env, const PackReleaseOptions& pro) {

@@ -663,3 +663,91 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
 }
 
 }  // namespace grist::release::internal
+
+namespace grist::release::internal {
+
+absl::StatusOr<std::optional<BuildReport>> ReleaseUpToDate(Env* env, const PublishOptions& o,
+                                                           const std::string& release_id,
+                                                           FileSums* sums) {
+  const std::string manifest_path = JoinPath(o.output_dir, std::string(shard::kManifestName));
+  absl::StatusOr<std::string> text = ReadFileToString(env, manifest_path);
+  if (!text.ok()) return std::nullopt;  // no release there (yet): pack
+  auto not_current = [&](const std::string& why) -> std::optional<BuildReport> {
+    if (o.run.progress) {
+      std::fprintf(stderr, "build: %s: %s; packing again\n", o.output_dir.c_str(), why.c_str());
+    }
+    return std::nullopt;
+  };
+  absl::StatusOr<shard::Manifest> m = shard::ParseManifest(*text, manifest_path);
+  if (!m.ok()) return not_current(std::string(m.status().message()));
+  if (m->release_id != release_id) return std::nullopt;  // another release: pack
+  // Every file the manifest lists, as it lists it.
+  std::vector<const shard::FileInfo*> files = {&m->tokenizer.file};
+  for (const auto& [name, split] : m->splits) {
+    for (const shard::ShardInfo& s : split.shards) {
+      for (const shard::FileInfo* f : {&s.bin, &s.idx, &s.seg}) files.push_back(f);
+    }
+    if (split.documents_file) {
+      files.push_back(&split.documents_file->bin);
+      files.push_back(&split.documents_file->idx);
+    }
+  }
+  constexpr std::string_view kKind = "xxh3_128";
+  std::vector<std::string> differ(files.size());
+  RETURN_IF_ERROR(ParallelForThreads(o.run.threads, files.size(), [&](size_t i) -> absl::Status {
+    const shard::FileInfo& f = *files[i];
+    const std::string path = JoinPath(o.output_dir, f.path);
+    const std::string want = f.xxh3_128.ToHex();
+    FileSums::Seen seen;
+    std::string hex = sums != nullptr ? sums->Find(kKind, path, &seen) : "";
+    if (hex.empty()) {
+      absl::StatusOr<Hash128> h = HashFile128(env, path);
+      if (!h.ok()) {
+        differ[i] = std::string(h.status().message());
+        return absl::OkStatus();
+      }
+      hex = h->ToHex();
+      if (sums != nullptr && seen.stat && seen.stat->size == f.bytes && hex == want) {
+        sums->Remember(kKind, path, seen, hex);
+      }
+    }
+    if (seen.stat && seen.stat->size != f.bytes) {
+      differ[i] = absl::StrCat(f.path, " has ", seen.stat->size, " bytes, the manifest says ",
+                               f.bytes);
+    } else if (hex != want) {
+      differ[i] = absl::StrCat(f.path, " does not match its checksum in the manifest");
+    }
+    return absl::OkStatus();
+  }));
+  for (const std::string& why : differ) {
+    if (!why.empty()) return not_current(why);
+  }
+  // Up to date. What an interrupted publish may have left beside it goes (as Publish's caller
+  // removes it after a move).
+  RETURN_IF_ERROR(env->RemoveAll(o.staging_dir));
+  RETURN_IF_ERROR(env->RemoveAll(o.staging_dir + ".previous"));
+  BuildReport report;
+  report.output_dir = o.output_dir;
+  report.release_id = m->release_id;
+  for (const StageDef& s : Stages()) {
+    auto it = o.records.find(s.name);
+    report.stages.push_back(it != o.records.end()
+                                ? it->second.summary
+                                : StageSummary{.name = s.name, .note = "disabled"});
+  }
+  StageSummary ps{.name = "pack+shard"};
+  for (const auto& [name, split] : m->splits) {
+    ps.docs_in += split.documents;
+    ps.tokens += split.tokens - split.padding_tokens;
+    ps.samples += split.samples;
+  }
+  ps.docs_out = ps.docs_in;
+  ps.resumed = true;
+  ps.note = "release up to date";
+  report.stages.push_back(ps);
+  report.seconds = o.total->Seconds();
+  report.peak_rss_bytes = PeakRssBytes();
+  return report;
+}
+
+}  // namespace grist::release::internal

@@ -181,6 +181,33 @@ std::optional<std::string> RecordConfig(Env* env, const std::string& path) {
   return std::string(h);
 }
 
+std::string PackRecordJson(const Hash128& config_hash, const std::string& upstream,
+                           const std::string& release_id) {
+  JsonWriter w(2);
+  w.BeginObject().Field("config_xxh3_128", config_hash.ToHex()).Field("stage", "pack");
+  w.Field("upstream_xxh3_128", upstream).Field("release_id", release_id).EndObject();
+  return w.Take() + "\n";
+}
+
+std::optional<std::string> PackRecordRelease(Env* env, const std::string& path,
+                                             const Hash128& config_hash,
+                                             const std::string& upstream) {
+  auto text = ReadFileToString(env, path);
+  if (!text.ok()) return std::nullopt;
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  simdjson::padded_string ps(*text);
+  std::string_view config, stage, up, id;
+  if (p.parse(ps).get(e) != simdjson::SUCCESS ||
+      e["config_xxh3_128"].get(config) != simdjson::SUCCESS || config != config_hash.ToHex() ||
+      e["stage"].get(stage) != simdjson::SUCCESS || stage != "pack" ||
+      e["upstream_xxh3_128"].get(up) != simdjson::SUCCESS || up != upstream ||
+      e["release_id"].get(id) != simdjson::SUCCESS || id.empty()) {
+    return std::nullopt;
+  }
+  return std::string(id);
+}
+
 std::optional<StageRecord> LoadRecord(Env* env, const std::string& path, const Hash128& hash,
                                       const std::string& upstream, const std::string& output_root,
                                       int threads, std::string* stale, FileSums* sums) {

@@ -11,6 +11,7 @@
 #include "common/hash.h"
 #include "common/json_writer.h"
 #include "common/sysinfo.h"
+#include "common/version.h"
 #include "common/task_parts.h"
 #include "dedup/dedup.h"
 
@@ -440,6 +441,14 @@ StageRecord EncodeRecord(const tokenize::EncodeReport& er) {
 
 // ---- What a stage reads ----
 
+namespace {
+// A stage's report among its outputs (*.json, which holds times): left out of what the stages
+// after it read.
+bool IsReport(const StageOutput& o) {
+  return o.path.size() >= 5 && o.path.compare(o.path.size() - 5, 5, ".json") == 0;
+}
+}  // namespace
+
 void Build::StartInputHashing() {
   if (input_sums || input_hasher.joinable()) return;
   input_hasher = std::jthread(
@@ -474,11 +483,26 @@ absl::StatusOr<std::string> Build::Upstream(const StageDef& s) {
     if (it == records.end()) continue;
     w.BeginObject().Field("stage", d.name).Key("outputs").BeginArray();
     for (const StageOutput& o : it->second.outputs) {
-      if (o.path.size() >= 5 && o.path.compare(o.path.size() - 5, 5, ".json") == 0) continue;
+      if (IsReport(o)) continue;
       w.BeginObject().Field("path", o.path).Field("bytes", o.bytes);
       w.Field(kChecksumKey, o.xxh3_128_pieces).EndObject();
     }
     w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
+  return Hash128Of(w.Take()).ToHex();
+}
+
+absl::StatusOr<std::string> Build::PackUpstream() const {
+  const auto it = records.find("tokenize");
+  if (it == records.end()) return absl::InternalError("build: pack before tokenize");
+  JsonWriter w(0);
+  w.BeginObject().Field("grist_version", GRIST_VERSION);
+  w.Field("tokenize_upstream_xxh3_128", it->second.upstream).Key("tokenize_outputs").BeginArray();
+  for (const StageOutput& o : it->second.outputs) {
+    if (IsReport(o)) continue;
+    w.BeginObject().Field("path", o.path).Field("bytes", o.bytes);
+    w.Field(kChecksumKey, o.xxh3_128_pieces).EndObject();
   }
   w.EndArray().EndObject();
   return Hash128Of(w.Take()).ToHex();

@@ -66,6 +66,15 @@ std::vector<std::optional<FileStat>> StatInputs(Env* env, const std::vector<Inpu
 // the release folder (reports/, then manifest.json last, then the move: Publish).
 absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o);
 
+// When the release at o.output_dir is `release_id` (the one the pack record names) and every file
+// its manifest lists has the listed size and XXH3-128 (through `sums`: read only where its stat
+// changed), the report of a build that finds it up to date (every stage resumed, pack+shard
+// "up to date"), with any staging folder left by an interrupted publish removed; nullopt when
+// pack must run (a note on stderr says why when a release is there).
+absl::StatusOr<std::optional<BuildReport>> ReleaseUpToDate(Env* env, const PublishOptions& o,
+                                                           const std::string& release_id,
+                                                           FileSums* sums);
+
 }  // namespace grist::release::internal
 
 #endif  // GRIST_RELEASE_INTERNAL_PUBLISH_H_

@@ -50,6 +50,16 @@ struct StageRecord {
 absl::StatusOr<std::vector<StageOutput>> StageOutputs(Env* env, const std::string& work,
                                                       const std::string& output_root,
                                                       int threads = 1, FileSums* sums = nullptr);
+// The pack step's record, WORK/stages/pack.json (docs/formats/build.md), written once a release is
+// published: the config hash, what pack read (Build::PackUpstream: the tokenize stage's record and
+// outputs, and the grist version) and the release id it published. Its JSON:
+std::string PackRecordJson(const Hash128& config_hash, const std::string& upstream,
+                           const std::string& release_id);
+// The release id a pack record names when it holds for this config and `upstream`; nullopt when it
+// is missing, damaged or another's.
+std::optional<std::string> PackRecordRelease(Env* env, const std::string& path,
+                                             const Hash128& config_hash,
+                                             const std::string& upstream);
 // The record's JSON (written atomically by Build::Complete).
 std::string RecordJson(const Hash128& config_hash, const StageRecord& r);
 // The config hash a record names; nullopt when the record is missing or unreadable (a torn or

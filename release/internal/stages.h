@@ -157,6 +157,10 @@ struct Build {
   // stage's outputs that came out different when it ran again, runs the stage again; an earlier
   // stage run again to the same bytes leaves the later ones be.
   absl::StatusOr<std::string> Upstream(const StageDef& s);
+  // What the pack step reads, as a checksum (hex): the XXH3-128 of a JSON text holding the grist
+  // version, the tokenize stage's upstream checksum (which covers the inputs and every earlier
+  // stage's outputs) and its outputs (docs/formats/build.md). Needs the tokenize stage's record.
+  absl::StatusOr<std::string> PackUpstream() const;
   std::optional<absl::StatusOr<std::vector<shard::FileInfo>>> input_sums;
   std::jthread input_hasher;  // declared last: joined before what it reads and writes goes
   // Called once a stage's outputs are written and synced: checks that no input changed size while

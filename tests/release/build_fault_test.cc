@@ -584,6 +584,43 @@ TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
   ExpectSameRelease(first, t.Join("rel"));
 }
 
+TEST_F(BuildFaultTest, ARebuildWithNothingChangedLeavesThePublishedReleaseAsItIs) {
+  TempDir t;
+  const std::string out = t.Join("rel");
+  ASSERT_TRUE(BuildRelease(Env::Default(), Options(out)).ok());
+  ExpectSameRelease(*reference_, out);
+  EXPECT_TRUE(Env::Default()->FileExists(out + ".work/stages/pack.json"));
+  const std::string manifest = out + "/" + std::string(shard::kManifestName);
+  const FileStat before = Env::Default()->Stat(manifest).value();
+  const std::string shard = out + "/shards/" + FirstFile(out + "/shards", ".bin");
+  // Nothing changed: every stage resumes, and so does pack (its record names this release, whose
+  // files are as its manifest lists them); the release is not written again.
+  auto again = BuildRelease(Env::Default(), Options(out));
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (const StageSummary& s : again->stages) EXPECT_TRUE(s.resumed) << s.name;
+  EXPECT_EQ(again->stages.back().note, "release up to date");
+  EXPECT_THAT(ReadAll(manifest), HasSubstr(again->release_id));
+  EXPECT_EQ(Env::Default()->Stat(manifest).value(), before) << "the manifest was written again";
+  ExpectSameRelease(*reference_, out);
+  // A byte of a shard changed in place: pack runs again and publishes the release whole.
+  grist::testing::OverwriteInPlace(shard, 10, "\xff");
+  ::testing::internal::CaptureStderr();
+  BuildOptions o = Options(out);
+  o.run.progress = true;
+  auto damaged = BuildRelease(Env::Default(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(damaged.ok()) << damaged.status();
+  EXPECT_THAT(err, HasSubstr("does not match its checksum in the manifest; packing again")) << err;
+  EXPECT_FALSE(damaged->stages.back().resumed);
+  ExpectSameRelease(*reference_, out);
+  // The release removed: pack runs again.
+  ASSERT_TRUE(Env::Default()->RemoveAll(out).ok());
+  auto removed = BuildRelease(Env::Default(), Options(out));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_FALSE(removed->stages.back().resumed);
+  ExpectSameRelease(*reference_, out);
+}
+
 TEST_F(BuildFaultTest, AReplacedTokenizerModelRunsTheTokenizerAndTokenizeAgain) {
   TempDir t;
   // Two models of the suite's corpus: the reference build's (300 pieces), and one of 320.

@@ -105,6 +105,9 @@ class Env {
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
   // fsync on the directory itself, making renames and creations in it durable.
   virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // fsync of the existing file `path` (opened for it): makes durable what every writer of it has
+  // handed to the OS (written, or Flushed) so far, as the writers' own Sync() would.
+  virtual absl::Status SyncFile(const std::string& path) = 0;
 };
 
 // An Env held entirely in memory. Tracks what was synced: DropUnsyncedData() truncates every file to
@@ -127,6 +130,7 @@ class MemEnv : public Env {
   absl::Status RemoveAll(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
+  absl::Status SyncFile(const std::string& path) override;
   void DropUnsyncedData();
 
   struct Impl;
@@ -145,7 +149,7 @@ class FaultInjectionEnv : public Env {
 
   // The n-th (1-based, counted from now) Append fails with an I/O error; 0 disables.
   void FailNthAppend(int n);
-  // Every Sync / SyncDir fails while set.
+  // Every Sync / SyncDir / SyncFile fails while set.
   void SetFailSync(bool fail);
   // Rename fails while set.
   void SetFailRename(bool fail);
@@ -174,6 +178,53 @@ class FaultInjectionEnv : public Env {
   absl::Status RemoveAll(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
+  absl::Status SyncFile(const std::string& path) override;
+
+  struct State;
+
+ private:
+  Env* base_;
+  std::shared_ptr<State> state_;
+};
+
+// Wraps another Env and defers durability: Sync() of a file written through it pushes the bytes
+// to the OS (Flush) and notes the file instead of waiting for the device, SyncDir notes the
+// directory, and SyncAll() later makes all of it durable at once. Lets a stage's outputs be
+// synced while the next stage already runs (release/build.cc), with the same guarantee at the
+// point that trusts them: every file a writer synced, at the name it has when SyncAll runs
+// (renames through this Env followed; files removed through it dropped), and the directory that
+// holds each such name (and, for a directory renamed with such files in it, its new entry), as
+// well as every directory synced, are durable when SyncAll returns OK.
+// Everything else is forwarded as it is. Thread-safe.
+class DeferredSyncEnv : public Env {
+ public:
+  explicit DeferredSyncEnv(Env* base);
+  ~DeferredSyncEnv() override;
+
+  // fsyncs the noted files on up to `threads` threads, then the noted directories (deepest
+  // first), and forgets them; the first error, naming its path, after trying all of them. Files
+  // noted while it runs are left for the next call.
+  absl::Status SyncAll(int threads);
+  // How many files and directories are noted, not yet synced (for tests).
+  size_t pending_files() const;
+  size_t pending_dirs() const;
+
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  bool FileExists(const std::string& path) override;
+  bool IsDirectory(const std::string& path) override;
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
+  absl::StatusOr<FileStat> Stat(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
+  absl::Status CreateDirs(const std::string& path) override;
+  absl::Status RemoveFile(const std::string& path) override;
+  absl::Status RemoveAll(const std::string& path) override;
+  absl::Status RenameFile(const std::string& from, const std::string& to) override;
+  absl::Status SyncDir(const std::string& dir) override;
+  absl::Status SyncFile(const std::string& path) override;
 
   struct State;
 

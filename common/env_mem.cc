@@ -259,6 +259,16 @@ absl::Status MemEnv::SyncDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status MemEnv::SyncFile(const std::string& path) {
+  absl::MutexLock l(&impl_->mu);
+  auto it = impl_->files.find(Normalize(path));
+  if (it == impl_->files.end()) {
+    return absl::NotFoundError(absl::StrCat("open ", path, ": no such file"));
+  }
+  it->second->synced = it->second->data.size();
+  return absl::OkStatus();
+}
+
 void MemEnv::DropUnsyncedData() {
   absl::MutexLock l(&impl_->mu);
   for (auto& [p, f] : impl_->files) f->data.resize(f->synced);
@@ -428,6 +438,12 @@ absl::Status FaultInjectionEnv::RenameFile(const std::string& from, const std::s
 absl::Status FaultInjectionEnv::SyncDir(const std::string& dir) {
   if (state_->fail_sync) return absl::DataLossError(absl::StrCat("fsync directory ", dir, ": Input/output error (injected)"));
   return base_->SyncDir(dir);
+}
+absl::Status FaultInjectionEnv::SyncFile(const std::string& path) {
+  if (state_->fail_sync) {
+    return absl::DataLossError(absl::StrCat("fsync ", path, ": Input/output error (injected)"));
+  }
+  return base_->SyncFile(path);
 }
 
 }  // namespace grist

@@ -249,6 +249,15 @@ class PosixEnv : public Env {
     if (r != 0) return PathError(e, "fsync directory", dir);
     return absl::OkStatus();
   }
+  absl::Status SyncFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PathError(errno, "open", path);
+    int r = ::fsync(fd);
+    int e = errno;
+    ::close(fd);
+    if (r != 0) return PathError(e, "fsync", path);
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

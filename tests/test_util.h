@@ -86,6 +86,7 @@ class ForwardingEnv : public Env {
     return base_->RenameFile(a, b);
   }
   absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  absl::Status SyncFile(const std::string& p) override { return base_->SyncFile(p); }
 
  protected:
   Env* base() const { return base_; }

@@ -4,9 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "tests/test_util.h"
 
 namespace grist {
 namespace {
@@ -161,6 +165,130 @@ TEST(EnvTest, FaultInjection) {
 
   EXPECT_TRUE(WriteFileAtomic(&env, "/d/old", "v4").ok());
   EXPECT_EQ(*ReadFileToString(&env, "/d/old"), "v4");
+}
+
+// An Env that logs the syncs that reach it ("file P" / "dir D"), in order.
+class SyncLog : public grist::testing::ForwardingEnv {
+ public:
+  explicit SyncLog(Env* base) : ForwardingEnv(base) {}
+  absl::Status SyncFile(const std::string& p) override {
+    Log("file " + p);
+    return base()->SyncFile(p);
+  }
+  absl::Status SyncDir(const std::string& d) override {
+    Log("dir " + d);
+    return base()->SyncDir(d);
+  }
+  std::vector<std::string> Take() {
+    absl::MutexLock l(&mu_);
+    return std::exchange(log_, {});
+  }
+
+ private:
+  void Log(std::string s) {
+    absl::MutexLock l(&mu_);
+    log_.push_back(std::move(s));
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> log_;
+};
+
+TEST(DeferredSyncEnvTest, SyncsWhatWritersSyncedAtTheirNamesWhenAsked) {
+  MemEnv mem;
+  SyncLog log(&mem);
+  DeferredSyncEnv env(&log);
+  ASSERT_TRUE(mem.CreateDirs("/w").ok());
+  ASSERT_TRUE(env.CreateDirs("/w/out/sub").ok());  // two new directories: /w and /w/out noted
+  EXPECT_EQ(env.pending_dirs(), 2u);
+  // Written, synced and renamed (WriteFileAtomic): nothing reaches the device yet.
+  ASSERT_TRUE(WriteFileAtomic(&env, "/w/out/sub/a", "alpha").ok());
+  ASSERT_TRUE(WriteFileAtomic(&env, "/w/out/b", "beta").ok());
+  {  // written and closed without a sync: not the writer's to make durable
+    auto f = env.NewWritableFile("/w/out/scratch");
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append("tmp").ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  {  // synced, then removed
+    auto f = env.NewWritableFile("/w/out/gone");
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append("x").ok());
+    ASSERT_TRUE((*f)->Sync().ok());
+    ASSERT_TRUE(env.RemoveFile("/w/out/gone").ok());
+  }
+  EXPECT_TRUE(log.Take().empty());
+  EXPECT_EQ(env.pending_files(), 2u);
+  ASSERT_TRUE(env.SyncAll(4).ok());
+  std::vector<std::string> got = log.Take();
+  ASSERT_EQ(got.size(), 5u);
+  // The files (in any order: several threads), then the directories, deepest first.
+  std::vector<std::string> files(got.begin(), got.begin() + 2);
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"file /w/out/b", "file /w/out/sub/a"}));
+  EXPECT_EQ(std::vector<std::string>(got.begin() + 2, got.end()),
+            (std::vector<std::string>{"dir /w/out/sub", "dir /w/out", "dir /w"}));
+  mem.DropUnsyncedData();
+  EXPECT_EQ(*ReadFileToString(&mem, "/w/out/sub/a"), "alpha");
+  EXPECT_EQ(*ReadFileToString(&mem, "/w/out/b"), "beta");
+  EXPECT_EQ(*ReadFileToString(&mem, "/w/out/scratch"), "");
+  // Nothing left: a second call syncs nothing.
+  EXPECT_EQ(env.pending_files() + env.pending_dirs(), 0u);
+  ASSERT_TRUE(env.SyncAll(4).ok());
+  EXPECT_TRUE(log.Take().empty());
+}
+
+TEST(DeferredSyncEnvTest, UntilSyncAllTheBytesAreNotDurable) {
+  MemEnv mem;
+  DeferredSyncEnv env(&mem);
+  ASSERT_TRUE(env.CreateDirs("/d").ok());
+  ASSERT_TRUE(WriteFileAtomic(&env, "/d/x", "bytes").ok());
+  mem.DropUnsyncedData();
+  EXPECT_EQ(*ReadFileToString(&mem, "/d/x"), "");
+  ASSERT_TRUE(WriteFileAtomic(&env, "/d/x", "bytes").ok());
+  ASSERT_TRUE(env.SyncAll(1).ok());
+  mem.DropUnsyncedData();
+  EXPECT_EQ(*ReadFileToString(&mem, "/d/x"), "bytes");
+}
+
+TEST(DeferredSyncEnvTest, FollowsRenamedAndRemovedDirectories) {
+  MemEnv mem;
+  SyncLog log(&mem);
+  DeferredSyncEnv env(&log);
+  ASSERT_TRUE(mem.CreateDirs("/r/stage.tmp/p").ok());
+  ASSERT_TRUE(mem.CreateDirs("/r/old").ok());
+  ASSERT_TRUE(WriteFileAtomic(&env, "/r/stage.tmp/p/f", "1").ok());
+  ASSERT_TRUE(env.SyncDir("/r/stage.tmp/p").ok());
+  ASSERT_TRUE(WriteFileAtomic(&env, "/r/old/g", "2").ok());
+  ASSERT_TRUE(env.RenameFile("/r/stage.tmp", "/r/stage").ok());
+  ASSERT_TRUE(env.RemoveAll("/r/old").ok());
+  ASSERT_TRUE(env.SyncAll(2).ok());
+  EXPECT_EQ(log.Take(),
+            (std::vector<std::string>{"file /r/stage/p/f", "dir /r/stage/p", "dir /r"}));
+  EXPECT_EQ(env.SyncDir("/r/none").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DeferredSyncEnvTest, AFailedSyncIsReportedNamingThePath) {
+  MemEnv mem;
+  FaultInjectionEnv faults(&mem);
+  DeferredSyncEnv env(&faults);
+  ASSERT_TRUE(env.CreateDirs("/d").ok());
+  faults.SetFailSync(true);
+  ASSERT_TRUE(WriteFileAtomic(&env, "/d/x", "v").ok());  // the device is not asked yet
+  absl::Status s = env.SyncAll(2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "fsync /d/x: Input/output error (injected)");
+}
+
+TEST(DeferredSyncEnvTest, PosixSyncFile) {
+  grist::testing::TempDir tmp;
+  DeferredSyncEnv env(Env::Default());
+  ASSERT_TRUE(WriteFileAtomic(&env, tmp.Join("x"), "bytes").ok());
+  EXPECT_EQ(env.pending_files(), 1u);
+  ASSERT_TRUE(env.SyncAll(2).ok());
+  EXPECT_TRUE(Env::Default()->SyncFile(tmp.Join("x")).ok());
+  absl::Status s = Env::Default()->SyncFile(tmp.Join("none"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "open " + tmp.Join("none") + ": No such file or directory");
 }
 
 TEST(EnvTest, PathHelpers) {

@@ -234,6 +234,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     if (s.name != "clean") RETURN_IF_ERROR(join_model());
     std::string upstream;  // what the stage would read now, to check a record against
     if (env->FileExists(b.RecordPath(s.name))) {
+      RETURN_IF_ERROR(b.JoinCompletion());  // the records of the stages before it
       ASSIGN_OR_RETURN(upstream, b.Upstream(s));
     }
     std::string stale;  // why a record there does not hold
@@ -292,16 +293,19 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
             b.RecordPath(s.name), "); run --stage ", s.HowToRun(), " first"));
       }
       RETURN_IF_ERROR(env->RemoveAll(b.Dir(s.output_root)));
-      ASSIGN_OR_RETURN(StageRecord r, s.run(b));
+      // Its outputs' syncs wait for its completion, which runs beside the next stage.
+      auto outputs = std::make_unique<DeferredSyncEnv>(env);
+      ASSIGN_OR_RETURN(StageRecord r, s.run(b, outputs.get()));
       RETURN_IF_ERROR(join_model());
       r.summary.name = s.name;
-      RETURN_IF_ERROR(b.Complete(s, r));
-      rec = std::move(r);
+      RETURN_IF_ERROR(b.JoinCompletion());  // the stage before it, recorded first
+      b.StartCompletion(s, std::move(r), std::move(outputs));
+    } else {
+      b.records[s.name] = std::move(*rec);
     }
     if (s.keeps_documents) {
       ASSIGN_OR_RETURN(b.docs, KeptParts(env, b.Dir(s.output_root)));
     }
-    b.records[s.name] = std::move(*rec);
     if (s.keeps_documents && b.docs.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("build: no documents left after ", s.name));
@@ -309,6 +313,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   }
 
   RETURN_IF_ERROR(join_model());
+  RETURN_IF_ERROR(b.JoinCompletion());
   PublishOptions po;
   po.config = &bc;
   po.config_path = opts.config_path;

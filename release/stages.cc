@@ -315,21 +315,21 @@ Step DedupStep(dedup::DedupStage stage) {
 
 // ---- tokenizer ----
 
-absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
+absl::StatusOr<StageRecord> RunTokenizer(Build& b, Env* out) {
   Stopwatch sw;
   StageRecord r;
   if (!b.bc.tokenizer_model.empty()) {
-    auto bytes = ReadFileToString(b.env, b.bc.tokenizer_model);
+    auto bytes = ReadFileToString(out, b.bc.tokenizer_model);
     if (!bytes.ok()) return Annotate(bytes.status(), "config key 'tokenizer.model'");
     // Checked already when BuildRelease loaded it, unless the file changed since.
     if (b.given_model == nullptr || b.given_model->model_bytes() != *bytes) {
       RETURN_IF_ERROR(tokenize::Tokenizer::FromBytes(*bytes, b.bc.tokenizer_model).status());
     }
-    RETURN_IF_ERROR(WriteFileAtomic(b.env, b.ModelPath(), *bytes));
+    RETURN_IF_ERROR(WriteFileAtomic(out, b.ModelPath(), *bytes));
     r.summary.note = "pretrained";
     r.report_json = absl::StrCat("{\"pretrained\":true,\"model_bytes\":", bytes->size(), "}");
   } else {
-    ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(b.env, b.docs, b.ModelPath(), b.bc.train,
+    ASSIGN_OR_RETURN(auto tr, tokenize::TrainTokenizer(out, b.docs, b.ModelPath(), b.bc.train,
                                                        b.opts.run.progress));
     r.summary.docs_in = tr.documents;
     r.summary.docs_out = tr.documents - tr.documents_rejected;
@@ -344,13 +344,13 @@ absl::StatusOr<StageRecord> RunTokenizer(Build& b) {
 
 // ---- tokenize ----
 
-absl::StatusOr<tokenize::EncodeReport> Encode(Build& b, const RunOptions& run) {
+absl::StatusOr<tokenize::EncodeReport> Encode(Build& b, Env* out, const RunOptions& run) {
   tokenize::EncodeStageOptions eo = b.bc.encode;
   eo.model_path = b.ModelPath();
   // The build's tokenizer, loaded once (the given model's encoder tables built while the stages
   // before ran: BuildRelease) and used again by pack.
   ASSIGN_OR_RETURN(tokenize::Tokenizer * tok, b.Tokenizer());
-  return tokenize::RunEncode(b.env, b.docs, b.TokensDir(), eo, run, tok);
+  return tokenize::RunEncode(out, b.docs, b.TokensDir(), eo, run, tok);
 }
 
 absl::StatusOr<StageRecord> TokenizeMerge(Build& b, const RunOptions&) {
@@ -455,6 +455,30 @@ void Build::StartInputHashing() {
       [this] { input_sums = HashInputs(env, input_files, opts.run.threads, sums.get()); });
 }
 
+void Build::StartCompletion(const StageDef& s, StageRecord r,
+                            std::unique_ptr<DeferredSyncEnv> outputs) {
+  completing = std::make_unique<Completion>();
+  Completion* c = completing.get();
+  c->stage = &s;
+  c->record = std::move(r);
+  c->outputs = std::move(outputs);
+  c->thread =
+      std::jthread([this, c] { c->status = Complete(*c->stage, c->record, c->outputs.get()); });
+}
+
+absl::Status Build::JoinCompletion() {
+  if (completing != nullptr) {
+    completing->thread.join();
+    if (completing->status.ok()) {
+      records[completing->stage->name] = std::move(completing->record);
+    } else {
+      completion_error = std::move(completing->status);
+    }
+    completing.reset();
+  }
+  return completion_error;
+}
+
 absl::StatusOr<const std::vector<shard::FileInfo>*> Build::InputSums() {
   if (input_hasher.joinable()) input_hasher.join();
   if (!input_sums) input_sums = HashInputs(env, input_files, opts.run.threads, sums.get());
@@ -520,8 +544,8 @@ const std::vector<StageDef>& Stages() {
       s.enabled = [](const BuildConfig& bc) { return bc.clean_enabled; };
       s.inputs = StageDef::Inputs::kConfigInputs;
       s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
-      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
-        ASSIGN_OR_RETURN(auto cr, clean::RunClean(b.env, b.bc.inputs, b.Dir("clean"), b.bc.clean,
+      s.run = [](Build& b, Env* out) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto cr, clean::RunClean(out, b.bc.inputs, b.Dir("clean"), b.bc.clean,
                                                   OneTask(b.opts.run)));
         return CleanRecord(cr);
       };
@@ -534,9 +558,9 @@ const std::vector<StageDef>& Stages() {
       s.output_root = "dedup";
       s.enabled = [](const BuildConfig& bc) { return bc.dedup_enabled; };
       s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
-      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
+      s.run = [](Build& b, Env* out) -> absl::StatusOr<StageRecord> {
         RETURN_IF_ERROR(NeedDocuments(b));
-        ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(b.env, b.docs, b.Dir("dedup"), b.bc.dedup,
+        ASSIGN_OR_RETURN(auto dr, dedup::RunDedup(out, b.docs, b.Dir("dedup"), b.bc.dedup,
                                                   OneTask(b.opts.run)));
         return DedupRecord(dr);
       };
@@ -551,7 +575,7 @@ const std::vector<StageDef>& Stages() {
       s.reads_given_model = true;
       s.run = RunTokenizer;
       s.steps = {Step{"tokenizer", false, true,
-                      [](Build& b, const RunOptions&) { return RunTokenizer(b); }}};
+                      [](Build& b, const RunOptions&) { return RunTokenizer(b, b.env); }}};
       v->push_back(std::move(s));
     }
     {
@@ -560,13 +584,13 @@ const std::vector<StageDef>& Stages() {
       s.output_root = "tokens";
       s.enabled = [](const BuildConfig&) { return true; };
       s.counted = true;
-      s.run = [](Build& b) -> absl::StatusOr<StageRecord> {
-        ASSIGN_OR_RETURN(auto er, Encode(b, OneTask(b.opts.run)));
+      s.run = [](Build& b, Env* out) -> absl::StatusOr<StageRecord> {
+        ASSIGN_OR_RETURN(auto er, Encode(b, out, OneTask(b.opts.run)));
         return EncodeRecord(er);
       };
       s.steps = {Step{"tokenize", true, false,
                       [](Build& b, const RunOptions& run) -> absl::StatusOr<StageRecord> {
-                        ASSIGN_OR_RETURN(auto er, Encode(b, run));
+                        ASSIGN_OR_RETURN(auto er, Encode(b, b.env, run));
                         StageRecord r = EncodeRecord(er);
                         r.summary.note = absl::StrCat(TaskNote(run), "; ", r.summary.note);
                         return r;

@@ -60,8 +60,10 @@ struct StageDef {
   // Whether it reads the config's tokenizer.model when one is given (the tokenizer stage copies
   // it): its bytes are then part of what the stage read (Build::Upstream).
   bool reads_given_model = false;
-  // The stage in one process (the unstaged build): run -> record.
-  std::function<absl::StatusOr<StageRecord>(Build&)> run;
+  // The stage in one process (the unstaged build): run -> record, its outputs written through the
+  // Env given (a DeferredSyncEnv over Build::env: they are made durable by the stage's completion,
+  // Build::StartCompletion, while the next stage runs).
+  std::function<absl::StatusOr<StageRecord>(Build&, Env*)> run;
   // The stage as `--stage` steps, in order (job arrays and their merges).
   std::vector<Step> steps;
 
@@ -162,12 +164,14 @@ struct Build {
   // stage's outputs) and its outputs (docs/formats/build.md). Needs the tokenize stage's record.
   absl::StatusOr<std::string> PackUpstream() const;
   std::optional<absl::StatusOr<std::vector<shard::FileInfo>>> input_sums;
-  std::jthread input_hasher;  // declared last: joined before what it reads and writes goes
-  // Called once a stage's outputs are written and synced: checks that no input changed size while
-  // the build ran, hashes the outputs into the record with what the stage read (Upstream), then
-  // writes the record (atomically), with the crash points of release/crash_points.h between.
-  absl::Status Complete(const StageDef& s, StageRecord& r) {
+  std::jthread input_hasher;  // joined before what it reads and writes goes
+  // Called once a stage's outputs are written (and synced, or written through `written`, which
+  // syncs them first): checks that no input changed while the build ran, hashes the outputs into
+  // the record with what the stage read (Upstream), then writes the record (atomically), with the
+  // crash points of release/crash_points.h between.
+  absl::Status Complete(const StageDef& s, StageRecord& r, DeferredSyncEnv* written = nullptr) {
     const std::string point = absl::StrCat("build.", s.name, ".");
+    if (written != nullptr) RETURN_IF_ERROR(written->SyncAll(opts.run.threads));
     RETURN_IF_ERROR(crash::Point(point + "after_outputs"));
     if (Reads(s) == bc.inputs) RETURN_IF_ERROR(CheckInputSizes(env, input_files, &input_stats));
     ASSIGN_OR_RETURN(r.upstream, Upstream(s));
@@ -178,6 +182,26 @@ struct Build {
     RETURN_IF_ERROR(WriteFileAtomic(env, RecordPath(s.name), RecordJson(bc.hash, r)));
     return crash::Point(point + "after_record");
   }
+  // A stage of the unstaged build that ran is completed (Complete, its outputs synced through
+  // `outputs`, which they were written through) on a thread of its own while the next stage runs:
+  // its fsyncs and its outputs' checksums were the serial tail of each stage at 16 threads. Its
+  // record is written only once its outputs are durable, and before the next stage's: that one's
+  // completion starts after JoinCompletion, as does anything that reads `records` or checks a
+  // record (Upstream). One at a time.
+  void StartCompletion(const StageDef& s, StageRecord r, std::unique_ptr<DeferredSyncEnv> outputs);
+  // Waits for the stage completing, if any; its record then joins `records`. Its error, if any
+  // (then every later call returns it too: nothing after that stage is recorded).
+  absl::Status JoinCompletion();
+  struct Completion {
+    const StageDef* stage = nullptr;
+    StageRecord record;
+    std::unique_ptr<DeferredSyncEnv> outputs;
+    absl::Status status;
+    std::jthread thread;  // writes `status` and `record`
+  };
+  absl::Status completion_error;
+  // Declared last: joined (destroyed) before anything of the Build it uses.
+  std::unique_ptr<Completion> completing;
 };
 
 // The table, in build order: clean, dedup, tokenizer, tokenize.

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include "common/env.h"
 #include "common/hash.h"
 #include "common/rng.h"
+#include "common/status_macros.h"
 #include "release/crash_points.h"
 #include "release/release.h"
 #include "shard/shard_format.h"
@@ -516,6 +518,121 @@ class SettledTimesEnv : public grist::testing::ForwardingEnv {
   std::mutex mu_;
   std::vector<std::string> opened_;
 };
+
+// The real file system, following which bytes written through it are durable: a file is dirty
+// from its first Append until a Sync of its writer or a SyncFile of its path (renames followed).
+// When a stage's record is renamed into place (WORK/stages/NAME.json), every file then under that
+// stage's output root must have been written through it and be durable: otherwise a power loss
+// could leave a record that vouches for outputs that are not there.
+class DurabilityEnv : public grist::testing::ForwardingEnv {
+ public:
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, ForwardingEnv::NewWritableFile(p));
+    Set(p, false);
+    return std::unique_ptr<WritableFile>(new File(std::move(f), this));
+  }
+  absl::Status SyncFile(const std::string& p) override {
+    RETURN_IF_ERROR(ForwardingEnv::SyncFile(p));
+    Set(p, false);
+    return absl::OkStatus();
+  }
+  absl::Status RemoveFile(const std::string& p) override {
+    RETURN_IF_ERROR(ForwardingEnv::RemoveFile(p));
+    std::lock_guard<std::mutex> l(mu_);
+    dirty_.erase(p);
+    return absl::OkStatus();
+  }
+  absl::Status RenameFile(const std::string& a, const std::string& b) override {
+    static const std::map<std::string, std::string> kRoots = {{"clean", "clean"},
+                                                              {"dedup", "dedup"},
+                                                              {"tokenizer", "tokenizer.model"},
+                                                              {"tokenize", "tokens"}};
+    const std::string stages = DirName(b), name = BaseName(b);
+    const std::string stage = name.size() > 5 ? name.substr(0, name.size() - 5) : "";
+    if (BaseName(stages) == "stages" && kRoots.contains(stage)) {
+      std::lock_guard<std::mutex> l(mu_);
+      const std::string root = JoinPath(DirName(stages), kRoots.at(stage));
+      std::vector<std::string> files;
+      if (std::filesystem::is_directory(root)) {
+        for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+          if (e.is_regular_file()) files.push_back(e.path().string());
+        }
+      } else if (std::filesystem::exists(root)) {
+        files.push_back(root);
+      }
+      for (const std::string& f : files) {
+        const auto it = dirty_.find(f);
+        if (it == dirty_.end() || it->second) not_durable_.push_back(name + ": " + f);
+      }
+      ++records_;
+    }
+    RETURN_IF_ERROR(ForwardingEnv::RenameFile(a, b));
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = dirty_.find(a); it != dirty_.end()) {
+      dirty_[b] = it->second;
+      dirty_.erase(a);
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> not_durable() {
+    std::lock_guard<std::mutex> l(mu_);
+    return not_durable_;
+  }
+  int records() {
+    std::lock_guard<std::mutex> l(mu_);
+    return records_;
+  }
+
+ private:
+  class File : public WritableFile {
+   public:
+    File(std::unique_ptr<WritableFile> base, DurabilityEnv* env)
+        : base_(std::move(base)), env_(env) {}
+    absl::Status Append(std::string_view d) override {
+      env_->Set(base_->path(), true);
+      return base_->Append(d);
+    }
+    absl::Status Flush() override { return base_->Flush(); }
+    absl::Status Sync() override {
+      RETURN_IF_ERROR(base_->Sync());
+      env_->Set(base_->path(), false);
+      return absl::OkStatus();
+    }
+    absl::Status Close() override { return base_->Close(); }
+    uint64_t Size() const override { return base_->Size(); }
+    const std::string& path() const override { return base_->path(); }
+    void SetWritebackBytes(uint64_t b) override { base_->SetWritebackBytes(b); }
+
+   private:
+    std::unique_ptr<WritableFile> base_;
+    DurabilityEnv* env_;
+  };
+  void Set(const std::string& p, bool dirty) {
+    std::lock_guard<std::mutex> l(mu_);
+    dirty_[p] = dirty;
+  }
+  std::mutex mu_;
+  std::map<std::string, bool> dirty_;  // every file written through this Env: whether dirty
+  std::vector<std::string> not_durable_;
+  int records_ = 0;
+};
+
+// The unstaged build syncs a stage's outputs beside the next stage (DeferredSyncEnv), not as it
+// writes them: its record must still come after they are durable.
+TEST_F(BuildFaultTest, EveryStageOutputIsDurableBeforeItsRecord) {
+  TempDir t;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    DurabilityEnv env;
+    BuildOptions o = Options(t.Join(absl::StrCat("rel-", threads)));
+    o.run.threads = threads;
+    auto r = BuildRelease(&env, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(env.records(), 4) << "clean, dedup, tokenizer, tokenize";
+    EXPECT_THAT(env.not_durable(), ::testing::IsEmpty());
+    ExpectSameRelease(*reference_, o.output_dir);
+  }
+}
 
 TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
   TempDir t;

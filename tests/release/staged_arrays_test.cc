@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/rng.h"
 #include "tests/test_util.h"
@@ -348,6 +350,34 @@ TEST_F(StagedArraysTest, AnInputChangedAfterTheCleanTasksStopsTheMerge) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(list + ": the inputs changed since clean task 1 of 2 read them "
                                   "(not a list of a clean task's inputs)"));
+  // An entry without its size; the entries in another order.
+  clean_tasks();
+  const std::string good = ReadFileToString(Env::Default(), list).value();
+  std::string bad = good;
+  ASSERT_NE(bad.find("\"bytes\":"), std::string::npos) << good;
+  bad.replace(bad.find("\"bytes\":"), 8, "\"byte\":");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), list, bad).ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(list + ": the inputs changed since clean task 1 of 2 read them "
+                                  "(a bad entry)"));
+  const size_t from = good.find("\"inputs\":[") + 10, to = good.rfind("]}");
+  ASSERT_LT(from, to) << good;
+  std::vector<std::string> entries =
+      absl::StrSplit(good.substr(from, to - from), "},{", absl::SkipEmpty());
+  ASSERT_GE(entries.size(), 2u) << good;
+  for (std::string& e : entries) {  // whole objects again
+    if (e.front() != '{') e.insert(0, "{");
+    if (e.back() != '}') e.push_back('}');
+  }
+  std::reverse(entries.begin(), entries.end());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), list,
+                              good.substr(0, from) + absl::StrJoin(entries, ",") + good.substr(to))
+                  .ok());
+  r = step("--stage clean-merge");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(list + ": the inputs changed since clean task 1 of 2 read them "
+                                  "(the task listed the inputs in another order)"));
   ASSERT_TRUE(Env::Default()->RemoveFile(list).ok());
   r = step("--stage clean-merge");
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -11,6 +11,7 @@
 #include <queue>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -258,6 +259,9 @@ absl::StatusOr<const T*> ParallelSortInto(T* data, size_t n, T* out, ThreadPool*
 // only inside Add and Finish, by the calling thread).
 template <typename T>
 class ExternalSorter {
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_copyable_v<T>,
+                "records are raw bytes, their buffer left uninitialized until they arrive");
+
  public:
   ExternalSorter(Env* env, std::string dir, std::string stem, uint64_t memory_bytes,
                  ThreadPool* pool = nullptr)
@@ -269,15 +273,50 @@ class ExternalSorter {
     for (const auto& p : runs_) (void)env_->RemoveFile(p);
   }
   absl::Status Add(const T& r) {
-    // Reserved once (pages are touched only as records arrive), so growth never copies the buffer
-    // and the budget holds.
-    if (buffer_.capacity() == 0) buffer_.reserve(capacity_);
-    if (buffer_.size() >= capacity_) {
+    Allocate();
+    if (size_ >= capacity_) {
       absl::Status s = Spill();
       if (!s.ok()) return s;
     }
-    buffer_.push_back(r);
+    buffer_[size_++] = r;
     ++total_;
+    return absl::OkStatus();
+  }
+  // Adds chunks of records made elsewhere: chunk k's counts[k] records, which copy(k, out) writes
+  // to out[0, counts[k]), called for every chunk at once on the pool's threads, straight into the
+  // buffer: the same records in the same order as Adding chunk 0's, then chunk 1's, and so on
+  // (the buffer may spill before them instead of among them: the same sorted output). Chunks that
+  // do not fit beside the buffer's records spill it first; more than a buffer holds go through Add.
+  template <typename Copy>
+  absl::Status AddChunks(const std::vector<size_t>& counts, Copy copy) {
+    Allocate();
+    std::vector<size_t> at(counts.size() + 1, 0);
+    for (size_t k = 0; k < counts.size(); ++k) at[k + 1] = at[k] + counts[k];
+    const size_t n = at.back();
+    if (size_ + n > capacity_ && size_ > 0) {
+      absl::Status s = Spill();
+      if (!s.ok()) return s;
+    }
+    if (n > capacity_) {
+      std::vector<T> chunk;
+      for (size_t k = 0; k < counts.size(); ++k) {
+        chunk.resize(counts[k]);
+        copy(k, chunk.data());
+        for (const T& r : chunk) {
+          absl::Status s = Add(r);
+          if (!s.ok()) return s;
+        }
+      }
+      return absl::OkStatus();
+    }
+    T* out = buffer_.get() + size_;
+    absl::Status s = ParallelFor(pool_, counts.size(), [&](size_t k) {
+      copy(k, out + at[k]);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    size_ += n;
+    total_ += n;
     return absl::OkStatus();
   }
   uint64_t total() const { return total_; }
@@ -289,21 +328,21 @@ class ExternalSorter {
     if (runs_.empty()) {
       absl::StatusOr<const T*> sorted = SortBuffer();
       if (!sorted.ok()) return sorted.status();
-      for (size_t i = 0; i < buffer_.size(); ++i) {
+      for (size_t i = 0; i < size_; ++i) {
         absl::Status s = emit((*sorted)[i]);
         if (!s.ok()) return s;
       }
-      buffer_.clear();
-      buffer_.shrink_to_fit();
+      size_ = 0;
+      buffer_.reset();
       sorted_.reset();
       return absl::OkStatus();
     }
-    if (!buffer_.empty()) {
+    if (size_ > 0) {
       absl::Status s = Spill();
       if (!s.ok()) return s;
     }
-    buffer_.clear();
-    buffer_.shrink_to_fit();
+    size_ = 0;
+    buffer_.reset();
     sorted_.reset();
     std::vector<std::unique_ptr<FileReader>> readers;
     struct Head {
@@ -343,8 +382,14 @@ class ExternalSorter {
   absl::StatusOr<const T*> SortBuffer() {
     // Not value-initialized: its pages are touched only by the merge, as the buffer's are by Add;
     // allocated only once a buffer is large enough to sort on more than one thread.
-    if (!sorted_ && ParallelSortParts(buffer_.size(), pool_) > 1) sorted_.reset(new T[capacity_]);
-    return ParallelSortInto(buffer_.data(), buffer_.size(), sorted_.get(), pool_);
+    if (!sorted_ && ParallelSortParts(size_, pool_) > 1) sorted_.reset(new T[capacity_]);
+    return ParallelSortInto(buffer_.get(), size_, sorted_.get(), pool_);
+  }
+  // The buffer, allocated once and not value-initialized: its pages are touched only as records
+  // arrive (by several threads at once through AddChunks), so the budget holds and nothing is
+  // copied as it fills.
+  void Allocate() {
+    if (!buffer_) buffer_.reset(new T[capacity_]);
   }
 
   absl::Status Spill() {
@@ -356,14 +401,14 @@ class ExternalSorter {
     h.record_size = sizeof(T);
     auto w = FileWriter::Open(env_, path, h, /*sync=*/false);
     if (!w.ok()) return w.status();
-    for (size_t i = 0; i < buffer_.size(); ++i) {
+    for (size_t i = 0; i < size_; ++i) {
       absl::Status s = (*w)->Add((*sorted)[i]);
       if (!s.ok()) return s;
     }
     absl::Status s = (*w)->Finish();
     if (!s.ok()) return s;
     runs_.push_back(path);
-    buffer_.clear();
+    size_ = 0;
     return absl::OkStatus();
   }
 
@@ -372,7 +417,8 @@ class ExternalSorter {
   ThreadPool* pool_;
   uint64_t capacity_;
   uint64_t total_ = 0;
-  std::vector<T> buffer_;
+  std::unique_ptr<T[]> buffer_;  // room for capacity_ records, the first size_ of them added
+  size_t size_ = 0;
   std::unique_ptr<T[]> sorted_;  // a buffer sorted on several threads, merged
   std::vector<std::string> runs_;
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/rng.h"
 #include "common/thread_pool.h"
@@ -168,6 +169,57 @@ TEST(ExternalSorter, WithAPoolGivesTheSameOrderWithinTheBudget) {
       EXPECT_EQ(runs[0] + runs[1], 0u);
     }
   }
+}
+
+// Chunks added at once (AddChunks: made on the pool's threads straight into the buffer) give the
+// records that Adding them one by one gives, in the same order, whether they fit beside the
+// buffer's records, spill it first, or hold more than a buffer (then added one by one).
+TEST(ExternalSorter, AddChunksGivesWhatAddGives) {
+  TempDir tmp;
+  Rng rng(9);
+  std::vector<std::vector<format::PairRecord>> chunks(40);
+  for (auto& ch : chunks) {
+    const size_t n = rng.Uniform(3) == 0 ? 0 : rng.Uniform(3000);  // some chunks empty
+    for (size_t i = 0; i < n; ++i) {
+      ch.push_back(format::PairRecord{rng.Uniform(700), rng.Uniform(700), 0, 0});
+    }
+  }
+  auto sorted_of = [&](auto& sorter) {
+    std::vector<format::PairRecord> got;
+    EXPECT_TRUE(sorter.Finish([&](const format::PairRecord& p) {
+      got.push_back(p);
+      return absl::OkStatus();
+    }).ok());
+    return got;
+  };
+  // Budgets: everything in memory; a few buffers (spills between batches of chunks); a buffer
+  // smaller than one batch of chunks (the batch goes through Add).
+  for (uint64_t budget : {uint64_t{64} << 20, uint64_t{600} << 10, uint64_t{48} << 10}) {
+    for (int threads : {1, 4}) {
+      SCOPED_TRACE(absl::StrCat(budget, " bytes, ", threads, " threads"));
+      ThreadPool pool(threads);
+      internal::ExternalSorter<format::PairRecord> one(Env::Default(), tmp.path(), "one", budget,
+                                                       &pool);
+      internal::ExternalSorter<format::PairRecord> many(Env::Default(), tmp.path(), "many",
+                                                        budget, &pool);
+      for (size_t from = 0; from < chunks.size(); from += 8) {  // batches of 8 chunks
+        std::vector<size_t> counts;
+        for (size_t k = from; k < from + 8; ++k) {
+          counts.push_back(chunks[k].size());
+          for (const auto& p : chunks[k]) ASSERT_TRUE(one.Add(p).ok());
+        }
+        ASSERT_TRUE(many.AddChunks(counts, [&](size_t k, format::PairRecord* out) {
+          std::copy(chunks[from + k].begin(), chunks[from + k].end(), out);
+        }).ok());
+      }
+      EXPECT_EQ(one.total(), many.total());
+      EXPECT_EQ(many.runs() == 0, budget == (uint64_t{64} << 20)) << many.runs();
+      const auto want = sorted_of(one), got = sorted_of(many);
+      ASSERT_EQ(got.size(), want.size());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(format::PairRecord)), 0);
+    }
+  }
+  EXPECT_TRUE(Env::Default()->ListDir(tmp.path())->empty());
 }
 
 }  // namespace

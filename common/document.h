@@ -4,9 +4,11 @@
 #define GRIST_COMMON_DOCUMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/env.h"
 
 namespace grist {
 
@@ -61,6 +63,12 @@ struct InputFile {
   std::string path;  // a file, or for kHfDataset the input spec "hf-dataset:NAME[:split]"
   uint64_t size = 0;  // 0 for a dataset
   InputFormat format = InputFormat::kJsonl;
+  // The file's stat when ListInputs listed it (none for a dataset, or where the Env has no stat),
+  // and the clock (CLOCK_REALTIME, ns) just before: what a build compares the file with later and
+  // checks a remembered checksum against, without a stat of its own (each one a metadata request
+  // to the servers of a shared file system, per input and per task of an array).
+  std::optional<FileStat> stat;
+  int64_t listed_ns = 0;
 };
 
 }  // namespace grist

@@ -69,6 +69,7 @@ struct FileStat {
   uint64_t size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;  // since the epoch
   uint64_t inode = 0;
+  bool directory = false;  // a folder (where stat says so; no file the cache holds is one)
   bool operator==(const FileStat&) const = default;
 };
 

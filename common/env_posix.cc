@@ -186,7 +186,8 @@ class PosixEnv : public Env {
     return FileStat{.size = static_cast<uint64_t>(st.st_size),
                     .mtime_ns = ns(st.st_mtim),
                     .ctime_ns = ns(st.st_ctim),
-                    .inode = static_cast<uint64_t>(st.st_ino)};
+                    .inode = static_cast<uint64_t>(st.st_ino),
+                    .directory = S_ISDIR(st.st_mode)};
   }
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());

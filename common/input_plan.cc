@@ -1,5 +1,7 @@
 #include "common/input_plan.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
@@ -48,6 +50,34 @@ bool IsStageReportName(std::string_view name) {
 }
 
 namespace {
+int64_t RealtimeNs() {
+  struct timespec t;
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + static_cast<int64_t>(t.tv_nsec);
+}
+
+// `path` as listed: one stat(2) (the file's size and whether it is a folder, kept in the entry),
+// or where the Env has no stat, the folder test and the size. NotFound naming it if it is gone.
+absl::StatusOr<InputFile> Listed(Env* env, const std::string& path) {
+  InputFile f{path, 0, FormatOf(path)};
+  f.listed_ns = RealtimeNs();
+  absl::StatusOr<FileStat> st = env->Stat(path);
+  if (st.ok()) {
+    f.size = st->size;
+    f.stat = *st;
+    return f;
+  }
+  if (!absl::IsUnimplemented(st.status())) return st.status();
+  if (env->IsDirectory(path)) {
+    f.stat = FileStat{.directory = true};  // no times: only the folder test
+    return f;
+  }
+  ASSIGN_OR_RETURN(f.size, env->GetFileSize(path));
+  return f;
+}
+
+bool IsFolder(const InputFile& f) { return f.stat && f.stat->directory; }
+
 absl::Status Walk(Env* env, const std::string& dir, std::vector<InputFile>* out) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
   bool stage_output = false;
@@ -57,21 +87,18 @@ absl::Status Walk(Env* env, const std::string& dir, std::vector<InputFile>* out)
     // report or a part still being written (docs/formats/documents.md, "Stage output folders").
     for (const auto& n : names) {
       if (n.empty() || n[0] == '.' || !EndsWith(n, ".jsonl.zst")) continue;
-      std::string p = JoinPath(dir, n);
-      if (env->IsDirectory(p)) continue;
-      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
-      out->push_back({p, size, FormatOf(p)});
+      ASSIGN_OR_RETURN(InputFile f, Listed(env, JoinPath(dir, n)));
+      if (!IsFolder(f)) out->push_back(std::move(f));
     }
     return absl::OkStatus();
   }
   for (const auto& n : names) {
     if (n.empty() || n[0] == '.') continue;
-    std::string p = JoinPath(dir, n);
-    if (env->IsDirectory(p)) {
-      RETURN_IF_ERROR(Walk(env, p, out));
+    ASSIGN_OR_RETURN(InputFile f, Listed(env, JoinPath(dir, n)));
+    if (IsFolder(f)) {
+      RETURN_IF_ERROR(Walk(env, f.path, out));
     } else {
-      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
-      out->push_back({p, size, FormatOf(p)});
+      out->push_back(std::move(f));
     }
   }
   return absl::OkStatus();
@@ -85,13 +112,17 @@ absl::StatusOr<std::vector<InputFile>> ListInputs(Env* env, const std::vector<st
     if (p.rfind(kHfDatasetPrefix, 0) == 0) {
       RETURN_IF_ERROR(HfDatasetInput(p.substr(kHfDatasetPrefix.size())).status());
       out.push_back({p, 0, InputFormat::kHfDataset});
-    } else if (env->IsDirectory(p)) {
-      RETURN_IF_ERROR(Walk(env, p, &out));
-    } else if (env->FileExists(p)) {
-      ASSIGN_OR_RETURN(uint64_t size, env->GetFileSize(p));
-      out.push_back({p, size, FormatOf(p)});
-    } else {
+      continue;
+    }
+    absl::StatusOr<InputFile> f = Listed(env, p);
+    if (absl::IsNotFound(f.status())) {
       return absl::NotFoundError(absl::StrCat("input ", p, ": no such file or directory"));
+    }
+    if (!f.ok()) return f.status();
+    if (IsFolder(*f)) {
+      RETURN_IF_ERROR(Walk(env, p, &out));
+    } else {
+      out.push_back(*std::move(f));
     }
   }
   return out;

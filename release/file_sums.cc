@@ -75,10 +75,11 @@ std::unique_ptr<FileSums> FileSums::Load(Env* env, std::string path) {
   return s;
 }
 
-std::string FileSums::Find(std::string_view kind, const std::string& file, Seen* seen) {
-  seen->started_ns = NowNs();
+std::string FileSums::Find(std::string_view kind, const std::string& file, Seen* seen,
+                           const std::optional<FileStat>& known, int64_t known_ns) {
+  seen->started_ns = known ? known_ns : NowNs();
   seen->stat.reset();
-  absl::StatusOr<FileStat> st = env_->Stat(file);
+  absl::StatusOr<FileStat> st = known ? absl::StatusOr<FileStat>(*known) : env_->Stat(file);
   if (!st.ok()) return "";
   seen->stat = *st;
   absl::MutexLock l(&mu_);

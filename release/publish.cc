@@ -265,10 +265,17 @@ absl::Status CheckInputSizes(Env* env, const std::vector<InputFile>& files,
                              const std::vector<std::optional<FileStat>>* listed) {
   for (size_t i = 0; i < files.size(); ++i) {
     const InputFile& f = files[i];
-    RETURN_IF_ERROR(CheckInputSize(env, f));
-    if (listed == nullptr || i >= listed->size() || !(*listed)[i]) continue;
+    if (listed == nullptr || i >= listed->size() || !(*listed)[i]) {
+      RETURN_IF_ERROR(CheckInputSize(env, f));
+      continue;
+    }
+    // One stat: its size first (the message that names both sizes), then the rest of it.
     absl::StatusOr<FileStat> now = env->Stat(f.path);
-    if (!now.ok() || *now == *(*listed)[i]) continue;
+    if (!now.ok() || now->size != f.size) {
+      RETURN_IF_ERROR(CheckInputSize(env, f));
+      if (!now.ok()) continue;
+    }
+    if (*now == *(*listed)[i]) continue;
     return absl::FailedPreconditionError(absl::StrCat(
         "input ", f.path, " changed while the build read it: the same size (", f.size,
         " bytes), but written or replaced since the build listed it (its modification or change "
@@ -281,7 +288,11 @@ std::vector<std::optional<FileStat>> StatInputs(Env* env, const std::vector<Inpu
   std::vector<std::optional<FileStat>> out(files.size());
   for (size_t i = 0; i < files.size(); ++i) {
     if (files[i].format == InputFormat::kHfDataset) continue;
-    if (absl::StatusOr<FileStat> st = env->Stat(files[i].path); st.ok()) out[i] = *st;
+    if (files[i].stat) {
+      out[i] = files[i].stat;
+    } else if (absl::StatusOr<FileStat> st = env->Stat(files[i].path); st.ok()) {
+      out[i] = *st;
+    }
   }
   return out;
 }
@@ -296,7 +307,7 @@ absl::StatusOr<std::vector<shard::FileInfo>> HashInputs(Env* env,
     const bool cached = sums != nullptr && f.format != InputFormat::kHfDataset;
     FileSums::Seen seen;
     if (cached) {
-      const std::string hex = sums->Find(kKind, f.path, &seen);
+      const std::string hex = sums->Find(kKind, f.path, &seen, f.stat, f.listed_ns);
       if (!hex.empty() && seen.stat->size == f.size) {
         if (absl::StatusOr<Hash128> h = Hash128::FromHex(hex); h.ok()) {
           inputs[i] = {f.path, f.size, *h};

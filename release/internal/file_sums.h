@@ -53,8 +53,13 @@ class FileSums {
     int64_t started_ns = 0;        // the clock just before the stat
   };
   // The checksum of kind `kind` (e.g. "xxh3_128") remembered for `file` while its stat now is
-  // the one remembered ("" if none); *seen is set for Remember either way.
-  std::string Find(std::string_view kind, const std::string& file, Seen* seen);
+  // the one remembered ("" if none); *seen is set for Remember either way. With `known`, the
+  // file's stat taken at `known_ns` (its listing: InputFile::stat) stands for the stat now, and
+  // none is taken: sound where the caller compares the file with that stat again after it used
+  // the checksum (the build's completion of a stage that read the file), or where reading the
+  // file then is all the checksum stands for.
+  std::string Find(std::string_view kind, const std::string& file, Seen* seen,
+                   const std::optional<FileStat>& known = std::nullopt, int64_t known_ns = 0);
   // After `sum` was computed from the file's bytes: remembered if the file's stat is still the
   // one `seen` holds and its times lie before seen.started_ns by kSettledNs (kSettledCoarseNs).
   void Remember(std::string_view kind, const std::string& file, const Seen& seen,

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -699,6 +700,69 @@ TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {
     }
   }
   ExpectSameRelease(first, t.Join("rel"));
+}
+
+// SettledTimesEnv that also counts the metadata requests (stat, the folder test, the size, the
+// existence test) made of one path: on a shared file system each is a request to its metadata
+// servers, per input and per task of an array.
+class MetadataCountingEnv : public SettledTimesEnv {
+ public:
+  explicit MetadataCountingEnv(std::string path) : path_(std::move(path)) {}
+  absl::StatusOr<FileStat> Stat(const std::string& p) override {
+    Count(p);
+    return SettledTimesEnv::Stat(p);
+  }
+  bool IsDirectory(const std::string& p) override {
+    Count(p);
+    return SettledTimesEnv::IsDirectory(p);
+  }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override {
+    Count(p);
+    return SettledTimesEnv::GetFileSize(p);
+  }
+  bool FileExists(const std::string& p) override {
+    Count(p);
+    return SettledTimesEnv::FileExists(p);
+  }
+  int Take() { return requests_.exchange(0); }
+
+ private:
+  void Count(const std::string& p) {
+    if (p == path_) ++requests_;
+  }
+  std::string path_;
+  std::atomic<int> requests_{0};
+};
+
+// A step of a staged build that does not read the inputs (here dedup-signatures, which checks the
+// clean stage's record: the inputs' checksums, remembered in sums.json) asks the file system about
+// each input once: its stat when listed serves the listing, the stat the build compares later, and
+// the remembered checksum (four requests each before: the folder test and the size in the listing,
+// a stat for the build, a stat for the cache). The clean task that reads it asks three times (seven
+// before): the build's listing, the cleaner's own, and the completion's check that it did not
+// change.
+TEST_F(BuildFaultTest, AStagedStepAsksAboutEachInputOnce) {
+  TempDir t;
+  const std::string corpus = t.Join("corpus"), input = t.Join("corpus/corpus.jsonl");
+  ASSERT_TRUE(Env::Default()->CreateDirs(corpus).ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, ReadAll(dir_->Join("corpus.jsonl"))).ok());
+  BuildOptions o = Options(t.Join("rel"));
+  o.config_path = ConfigWithInput(*config_, corpus, t.Join("c.toml"));
+  MetadataCountingEnv env(input);
+  o.stage = "clean";
+  auto r = BuildRelease(&env, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(env.Take(), 3);
+  o.stage = "clean-merge";
+  r = BuildRelease(&env, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  (void)env.Take();
+  (void)env.Opened(corpus);
+  o.stage = "dedup-signatures";
+  r = BuildRelease(&env, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(env.Take(), 1);
+  EXPECT_EQ(env.Opened(corpus), 0);
 }
 
 TEST_F(BuildFaultTest, ARebuildWithNothingChangedLeavesThePublishedReleaseAsItIs) {

@@ -298,8 +298,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
       ASSIGN_OR_RETURN(StageRecord r, s.run(b, outputs.get()));
       RETURN_IF_ERROR(join_model());
       r.summary.name = s.name;
-      RETURN_IF_ERROR(b.JoinCompletion());  // the stage before it, recorded first
-      b.StartCompletion(s, std::move(r), std::move(outputs));
+      b.StartCompletion(s, std::move(r), std::move(outputs));  // after the stages' before it
     } else {
       b.records[s.name] = std::move(*rec);
     }

@@ -457,25 +457,31 @@ void Build::StartInputHashing() {
 
 void Build::StartCompletion(const StageDef& s, StageRecord r,
                             std::unique_ptr<DeferredSyncEnv> outputs) {
-  completing = std::make_unique<Completion>();
-  Completion* c = completing.get();
+  Completion* before = completing.empty() ? nullptr : completing.back().get();
+  Completion* c = completing.emplace_back(std::make_unique<Completion>()).get();
   c->stage = &s;
   c->record = std::move(r);
   c->outputs = std::move(outputs);
-  c->thread =
-      std::jthread([this, c] { c->status = Complete(*c->stage, c->record, c->outputs.get()); });
+  c->thread = std::jthread([this, c, before] {
+    if (before != nullptr) before->done.WaitForNotification();
+    if (before != nullptr && !before->status.ok()) {
+      c->status = before->status;
+    } else {
+      c->status = Complete(*c->stage, c->record, c->outputs.get());
+      // Read by the next completion (its Upstream), which waits for `done`; by this thread's
+      // caller only after JoinCompletion.
+      if (c->status.ok()) records[c->stage->name] = c->record;
+    }
+    c->done.Notify();
+  });
 }
 
 absl::Status Build::JoinCompletion() {
-  if (completing != nullptr) {
-    completing->thread.join();
-    if (completing->status.ok()) {
-      records[completing->stage->name] = std::move(completing->record);
-    } else {
-      completion_error = std::move(completing->status);
-    }
-    completing.reset();
+  for (std::unique_ptr<Completion>& c : completing) {
+    c->thread.join();
+    if (!c->status.ok() && completion_error.ok()) completion_error = c->status;
   }
+  completing.clear();
   return completion_error;
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/crash_point.h"
 #include "common/env.h"
 #include "common/records.h"
@@ -183,25 +184,32 @@ struct Build {
     return crash::Point(point + "after_record");
   }
   // A stage of the unstaged build that ran is completed (Complete, its outputs synced through
-  // `outputs`, which they were written through) on a thread of its own while the next stage runs:
-  // its fsyncs and its outputs' checksums were the serial tail of each stage at 16 threads. Its
-  // record is written only once its outputs are durable, and before the next stage's: that one's
-  // completion starts after JoinCompletion, as does anything that reads `records` or checks a
-  // record (Upstream). One at a time.
+  // `outputs`, which they were written through) on a thread of its own while the next stages run:
+  // its fsyncs and its outputs' checksums were the serial tail of each stage at 16 threads.
+  // Completions run one after another in stage order (each thread waits for the one before, and
+  // does nothing after one that failed), so a record is written only once its outputs are durable
+  // and after the records of the stages before it; each adds its record to `records` when
+  // written. Anything else that reads `records` or checks a record (Upstream) calls
+  // JoinCompletion first.
   void StartCompletion(const StageDef& s, StageRecord r, std::unique_ptr<DeferredSyncEnv> outputs);
-  // Waits for the stage completing, if any; its record then joins `records`. Its error, if any
-  // (then every later call returns it too: nothing after that stage is recorded).
+  // Waits for every stage completing; the first error among them, if any (then every later call
+  // returns it too: nothing after that stage is recorded).
   absl::Status JoinCompletion();
   struct Completion {
     const StageDef* stage = nullptr;
     StageRecord record;
     std::unique_ptr<DeferredSyncEnv> outputs;
-    absl::Status status;
-    std::jthread thread;  // writes `status` and `record`
+    absl::Status status;        // written before `done`
+    absl::Notification done;
+    std::jthread thread;
   };
   absl::Status completion_error;
-  // Declared last: joined (destroyed) before anything of the Build it uses.
-  std::unique_ptr<Completion> completing;
+  // Declared last: joined (destroyed) before anything of the Build they use, the later first
+  // (each may wait for the one before).
+  std::vector<std::unique_ptr<Completion>> completing;
+  ~Build() {
+    while (!completing.empty()) completing.pop_back();
+  }
 };
 
 // The table, in build order: clean, dedup, tokenizer, tokenize.

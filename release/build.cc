@@ -228,7 +228,10 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
   for (const StageDef& s : Stages()) {
     const bool is_target = target == &s;
     if (!s.enabled(bc)) {
-      if (is_target) return stage_report({.name = s.name, .note = "disabled in the config"});
+      if (is_target) {
+        RETURN_IF_ERROR(b.JoinCompletion());
+        return stage_report({.name = s.name, .note = "disabled in the config"});
+      }
       continue;
     }
     if (s.name != "clean") RETURN_IF_ERROR(join_model());
@@ -258,6 +261,8 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
         if (s.keeps_documents) RETURN_IF_ERROR(env->CreateDirs(b.Dir(s.output_root)));
         ASSIGN_OR_RETURN(StageRecord r, step->run(b, opts.run));
         RETURN_IF_ERROR(join_model());
+        // The stages `--stage tokenizer` ran before it: recorded first (its Upstream reads them).
+        RETURN_IF_ERROR(b.JoinCompletion());
         r.summary.name = s.name;
         if (!step->completes) {
           RETURN_IF_ERROR(b.sums->Save());
@@ -266,6 +271,7 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
         RETURN_IF_ERROR(b.Complete(s, r));
         rec = std::move(r);
       }
+      RETURN_IF_ERROR(b.JoinCompletion());
       RETURN_IF_ERROR(b.sums->Save());
       return stage_report(rec->summary);
     }

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -633,6 +635,33 @@ TEST_F(BuildFaultTest, EveryStageOutputIsDurableBeforeItsRecord) {
     EXPECT_THAT(env.not_durable(), ::testing::IsEmpty());
     ExpectSameRelease(*reference_, o.output_dir);
   }
+}
+
+// `--stage tokenizer` runs clean and dedup first in its own process, each completed on a thread
+// beside the next stage; the tokenizer's record must name what they wrote, so it is written only
+// once theirs are: with every fsync slowed (their completions still running when the tokenizer
+// is done), the steps after it find the tokenizer's record holding and the release is the
+// reference's.
+TEST_F(BuildFaultTest, TheTokenizerStepRecordsAfterTheStagesItRan) {
+  class SlowSyncEnv : public grist::testing::ForwardingEnv {
+   public:
+    absl::Status SyncFile(const std::string& p) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return ForwardingEnv::SyncFile(p);
+    }
+  } env;
+  TempDir t;
+  BuildOptions o = Options(t.Join("rel"));
+  for (const char* step : {"tokenizer", "tokenize", "tokenize-merge", "pack"}) {
+    o.stage = step;
+    auto r = BuildRelease(&env, o);
+    ASSERT_TRUE(r.ok()) << step << ": " << r.status();
+  }
+  for (const char* stage : {"clean", "dedup", "tokenizer", "tokenize"}) {
+    const std::string record = absl::StrCat(o.output_dir, ".work/stages/", stage, ".json");
+    EXPECT_TRUE(Env::Default()->FileExists(record)) << stage;
+  }
+  ExpectSameRelease(*reference_, o.output_dir);
 }
 
 TEST_F(BuildFaultTest, AResumedBuildReadsNoInputOrOutputWhoseStatHolds) {

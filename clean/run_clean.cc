@@ -277,13 +277,24 @@ std::string CleanReport::Summary() const {
 absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& inputs,
                                      const std::string& output_dir, const CleanOptions& options,
                                      const RunOptions& run) {
-  Stopwatch clock;
   if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
     return absl::InvalidArgumentError(
         absl::StrCat("task ", run.task, " of ", run.tasks, ": need 0 <= task < tasks"));
   }
   if (output_dir.empty()) return absl::InvalidArgumentError("clean: no output directory given");
   ASSIGN_OR_RETURN(std::vector<InputFile> files, ListInputs(env, inputs));
+  return RunCleanFiles(env, files, output_dir, options, run);
+}
+
+absl::StatusOr<CleanReport> RunCleanFiles(Env* env, const std::vector<InputFile>& files,
+                                          const std::string& output_dir,
+                                          const CleanOptions& options, const RunOptions& run) {
+  Stopwatch clock;
+  if (run.tasks < 1 || run.task < 0 || run.task >= run.tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", run.task, " of ", run.tasks, ": need 0 <= task < tasks"));
+  }
+  if (output_dir.empty()) return absl::InvalidArgumentError("clean: no output directory given");
   ThreadPool pool(run.threads);
   ASSIGN_OR_RETURN(std::vector<InputSplit> all,
                    PlanSplits(env, files, BalancedSplitBytes(files, options.split_bytes, run.tasks), &pool,

@@ -93,6 +93,11 @@ std::string OptionsJson(const CleanOptions& options);
 absl::StatusOr<CleanReport> RunClean(Env* env, const std::vector<std::string>& inputs,
                                      const std::string& output_dir, const CleanOptions& options,
                                      const RunOptions& run);
+// The same over inputs already listed (ListInputs of the input paths): what `grist build` cleans,
+// the files as its records and the manifest name them, without listing them again.
+absl::StatusOr<CleanReport> RunCleanFiles(Env* env, const std::vector<InputFile>& files,
+                                          const std::string& output_dir,
+                                          const CleanOptions& options, const RunOptions& run);
 
 }  // namespace grist::clean
 

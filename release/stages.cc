@@ -193,7 +193,8 @@ absl::StatusOr<StageRecord> CleanTask(Build& b, const RunOptions& run) {
       if (OfOtherTaskCount(n, run.tasks)) RETURN_IF_ERROR(b.env->RemoveFile(JoinPath(d, n)));
     }
   }
-  ASSIGN_OR_RETURN(clean::CleanReport cr, clean::RunClean(b.env, b.bc.inputs, dir, b.bc.clean, run));
+  ASSIGN_OR_RETURN(clean::CleanReport cr,
+                   clean::RunCleanFiles(b.env, b.input_files, dir, b.bc.clean, run));
   // The inputs as this task listed them, unchanged while it read them, for the merge to check.
   RETURN_IF_ERROR(CheckInputSizes(b.env, b.input_files, &b.input_stats));
   RETURN_IF_ERROR(WriteFileAtomic(
@@ -551,8 +552,8 @@ const std::vector<StageDef>& Stages() {
       s.inputs = StageDef::Inputs::kConfigInputs;
       s.keeps_documents = s.counted = s.runs_before_tokenizer = true;
       s.run = [](Build& b, Env* out) -> absl::StatusOr<StageRecord> {
-        ASSIGN_OR_RETURN(auto cr, clean::RunClean(out, b.bc.inputs, b.Dir("clean"), b.bc.clean,
-                                                  OneTask(b.opts.run)));
+        ASSIGN_OR_RETURN(auto cr, clean::RunCleanFiles(out, b.input_files, b.Dir("clean"),
+                                                       b.bc.clean, OneTask(b.opts.run)));
         return CleanRecord(cr);
       };
       s.steps = {Step{"clean", true, false, CleanTask}, Step{"clean-merge", false, true, CleanMerge}};

@@ -242,21 +242,22 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
   absl::Status SyncDir(const std::string& dir) override {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return PathError(errno, "open directory", dir);
-    int r = ::fsync(fd);
-    int e = errno;
-    ::close(fd);
-    if (r != 0) return PathError(e, "fsync directory", dir);
-    return absl::OkStatus();
+    return FsyncPath(dir, O_DIRECTORY, "open directory", "fsync directory");
   }
   absl::Status SyncFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return PathError(errno, "open", path);
+    return FsyncPath(path, 0, "open", "fsync");
+  }
+
+ private:
+  // Opens `path` read-only (with `flags`), fsyncs and closes it; the error names the step.
+  static absl::Status FsyncPath(const std::string& path, int flags, const char* open_what,
+                                const char* fsync_what) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+    if (fd < 0) return PathError(errno, open_what, path);
     int r = ::fsync(fd);
     int e = errno;
     ::close(fd);
-    if (r != 0) return PathError(e, "fsync", path);
+    if (r != 0) return PathError(e, fsync_what, path);
     return absl::OkStatus();
   }
 };

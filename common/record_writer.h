@@ -22,8 +22,11 @@ struct OutputOptions {
   uint64_t part_bytes = 256ull << 20;
   // A part is a sequence of independent zstd frames of about this many uncompressed bytes (ending
   // at record boundaries), listed in a frame index at the end of the part, so readers can split a
-  // part for parallel work (docs/formats/documents.md).
-  uint64_t frame_bytes = 1ull << 20;
+  // part for parallel work (docs/formats/documents.md). A frame is the smallest split of the stage
+  // that reads the part: 512 KiB rather than 1 MiB halves the last wave's wait at 16 threads (the
+  // build's filter 0.024 s against 0.031 on the H100 host, docs/results/2026-12-05-gpu/) for 5% of
+  // zstd's speed at level 1; below 256 KiB zstd takes its small-input parameters (14% slower).
+  uint64_t frame_bytes = 512ull << 10;
   // Parts are intermediate files between stages, written once and read once or twice: level 1
   // compresses about 1.7x faster than level 3 (the zstd of the parts was a quarter of `grist clean`'s
   // CPU time at level 3) for parts about 13% larger (docs/clean.md, "Performance").

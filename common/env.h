@@ -111,6 +111,48 @@ class Env {
   virtual absl::Status SyncFile(const std::string& path) = 0;
 };
 
+// An Env that hands every call to `base`: a wrapper derives from it and overrides only the calls
+// it changes (fails, counts, defers or acts on). `base` must outlive it. Thread-safe as `base` is.
+class ForwardingEnv : public Env {
+ public:
+  explicit ForwardingEnv(Env* base = Env::Default()) : base_(base) {}
+
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override {
+    return base_->NewSequentialFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    return base_->NewRandomAccessFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return base_->NewWritableFile(path);
+  }
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  bool IsDirectory(const std::string& path) override { return base_->IsDirectory(path); }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override {
+    return base_->GetFileSize(path);
+  }
+  absl::StatusOr<FileStat> Stat(const std::string& path) override { return base_->Stat(path); }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return base_->ListDir(dir);
+  }
+  absl::Status CreateDirs(const std::string& path) override { return base_->CreateDirs(path); }
+  absl::Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  absl::Status RemoveAll(const std::string& path) override { return base_->RemoveAll(path); }
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  absl::Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  absl::Status SyncFile(const std::string& path) override { return base_->SyncFile(path); }
+
+ protected:
+  Env* base() const { return base_; }
+
+ private:
+  Env* base_;
+};
+
 // An Env held entirely in memory. Tracks what was synced: DropUnsyncedData() truncates every file to
 // its last synced size, simulating a power loss.
 class MemEnv : public Env {
@@ -143,7 +185,7 @@ class MemEnv : public Env {
 // Wraps another Env and fails chosen operations. Counters are process-wide for this object and
 // thread-safe. A fault returns the same Status a real failure would (e.g. ResourceExhausted with
 // "No space left on device" when the byte budget is spent).
-class FaultInjectionEnv : public Env {
+class FaultInjectionEnv : public ForwardingEnv {
  public:
   explicit FaultInjectionEnv(Env* base);
   ~FaultInjectionEnv() override;
@@ -169,14 +211,6 @@ class FaultInjectionEnv : public Env {
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
-  bool FileExists(const std::string& path) override;
-  bool IsDirectory(const std::string& path) override;
-  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
-  absl::StatusOr<FileStat> Stat(const std::string& path) override;
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
-  absl::Status CreateDirs(const std::string& path) override;
-  absl::Status RemoveFile(const std::string& path) override;
-  absl::Status RemoveAll(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
   absl::Status SyncFile(const std::string& path) override;
@@ -184,7 +218,6 @@ class FaultInjectionEnv : public Env {
   struct State;
 
  private:
-  Env* base_;
   std::shared_ptr<State> state_;
 };
 
@@ -197,7 +230,7 @@ class FaultInjectionEnv : public Env {
 // holds each such name (and, for a directory renamed with such files in it, its new entry), as
 // well as every directory synced, are durable when SyncAll returns OK.
 // Everything else is forwarded as it is. Thread-safe.
-class DeferredSyncEnv : public Env {
+class DeferredSyncEnv : public ForwardingEnv {
  public:
   explicit DeferredSyncEnv(Env* base);
   ~DeferredSyncEnv() override;
@@ -210,27 +243,16 @@ class DeferredSyncEnv : public Env {
   size_t pending_files() const;
   size_t pending_dirs() const;
 
-  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
-      const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
-  bool FileExists(const std::string& path) override;
-  bool IsDirectory(const std::string& path) override;
-  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override;
-  absl::StatusOr<FileStat> Stat(const std::string& path) override;
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::Status RemoveFile(const std::string& path) override;
   absl::Status RemoveAll(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
-  absl::Status SyncFile(const std::string& path) override;
 
   struct State;
 
  private:
-  Env* base_;
   std::shared_ptr<State> state_;
 };
 

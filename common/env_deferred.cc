@@ -92,7 +92,8 @@ class DeferredWritableFile : public WritableFile {
 
 }  // namespace
 
-DeferredSyncEnv::DeferredSyncEnv(Env* base) : base_(base), state_(std::make_shared<State>()) {}
+DeferredSyncEnv::DeferredSyncEnv(Env* base)
+    : ForwardingEnv(base), state_(std::make_shared<State>()) {}
 DeferredSyncEnv::~DeferredSyncEnv() = default;
 
 absl::Status DeferredSyncEnv::SyncAll(int threads) {
@@ -112,7 +113,7 @@ absl::Status DeferredSyncEnv::SyncAll(int threads) {
   std::vector<absl::Status> errors(files.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) errors[i] = base_->SyncFile(files[i]);
+    for (size_t i = next++; i < files.size(); i = next++) errors[i] = base()->SyncFile(files[i]);
   };
   const size_t n = std::min<size_t>(std::max(threads, 1), files.size());
   std::vector<std::thread> pool;
@@ -123,7 +124,7 @@ absl::Status DeferredSyncEnv::SyncAll(int threads) {
   std::stable_sort(dirs.begin(), dirs.end(), [](const std::string& a, const std::string& b) {
     return std::count(a.begin(), a.end(), '/') > std::count(b.begin(), b.end(), '/');
   });
-  for (const std::string& d : dirs) errors.push_back(base_->SyncDir(d));
+  for (const std::string& d : dirs) errors.push_back(base()->SyncDir(d));
   for (absl::Status& s : errors) {
     if (!s.ok()) return std::move(s);
   }
@@ -139,49 +140,30 @@ size_t DeferredSyncEnv::pending_dirs() const {
   return state_->dirs.size();
 }
 
-absl::StatusOr<std::unique_ptr<SequentialFile>> DeferredSyncEnv::NewSequentialFile(
-    const std::string& path) {
-  return base_->NewSequentialFile(path);
-}
-absl::StatusOr<std::unique_ptr<RandomAccessFile>> DeferredSyncEnv::NewRandomAccessFile(
-    const std::string& path) {
-  return base_->NewRandomAccessFile(path);
-}
 absl::StatusOr<std::unique_ptr<WritableFile>> DeferredSyncEnv::NewWritableFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, base_->NewWritableFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, base()->NewWritableFile(path));
   return std::unique_ptr<WritableFile>(new DeferredWritableFile(std::move(f), state_));
-}
-bool DeferredSyncEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
-bool DeferredSyncEnv::IsDirectory(const std::string& path) { return base_->IsDirectory(path); }
-absl::StatusOr<uint64_t> DeferredSyncEnv::GetFileSize(const std::string& path) {
-  return base_->GetFileSize(path);
-}
-absl::StatusOr<FileStat> DeferredSyncEnv::Stat(const std::string& path) {
-  return base_->Stat(path);
-}
-absl::StatusOr<std::vector<std::string>> DeferredSyncEnv::ListDir(const std::string& dir) {
-  return base_->ListDir(dir);
 }
 // A directory made here is durable once its parent is synced: the parent of each new one is noted.
 absl::Status DeferredSyncEnv::CreateDirs(const std::string& path) {
   std::vector<std::string> made;
-  for (std::string p = Trimmed(path); !p.empty() && !base_->IsDirectory(p); p = DirName(p)) {
+  for (std::string p = Trimmed(path); !p.empty() && !base()->IsDirectory(p); p = DirName(p)) {
     made.push_back(p);
     if (p == "." || p == "/" || DirName(p) == p) break;
   }
-  RETURN_IF_ERROR(base_->CreateDirs(path));
+  RETURN_IF_ERROR(base()->CreateDirs(path));
   for (const std::string& p : made) state_->NoteDir(DirName(p));
   return absl::OkStatus();
 }
 absl::Status DeferredSyncEnv::RemoveFile(const std::string& path) {
-  RETURN_IF_ERROR(base_->RemoveFile(path));
+  RETURN_IF_ERROR(base()->RemoveFile(path));
   absl::MutexLock l(&state_->mu);
   state_->files.erase(Trimmed(path));
   return absl::OkStatus();
 }
 absl::Status DeferredSyncEnv::RemoveAll(const std::string& path) {
-  RETURN_IF_ERROR(base_->RemoveAll(path));
+  RETURN_IF_ERROR(base()->RemoveAll(path));
   const std::string root = Trimmed(path);
   absl::MutexLock l(&state_->mu);
   EraseWithin(&state_->files, root);
@@ -189,7 +171,7 @@ absl::Status DeferredSyncEnv::RemoveAll(const std::string& path) {
   return absl::OkStatus();
 }
 absl::Status DeferredSyncEnv::RenameFile(const std::string& from, const std::string& to) {
-  RETURN_IF_ERROR(base_->RenameFile(from, to));
+  RETURN_IF_ERROR(base()->RenameFile(from, to));
   const std::string f = Trimmed(from), t = Trimmed(to);
   absl::MutexLock l(&state_->mu);
   EraseWithin(&state_->files, t);  // what `to` was is gone
@@ -201,12 +183,11 @@ absl::Status DeferredSyncEnv::RenameFile(const std::string& from, const std::str
   return absl::OkStatus();
 }
 absl::Status DeferredSyncEnv::SyncDir(const std::string& dir) {
-  if (!base_->IsDirectory(dir)) {
+  if (!base()->IsDirectory(dir)) {
     return absl::NotFoundError(absl::StrCat("fsync directory ", dir, ": no such directory"));
   }
   state_->NoteDir(dir);
   return absl::OkStatus();
 }
-absl::Status DeferredSyncEnv::SyncFile(const std::string& path) { return base_->SyncFile(path); }
 
 }  // namespace grist

@@ -378,7 +378,8 @@ class FaultWritableFile : public WritableFile {
 };
 }  // namespace
 
-FaultInjectionEnv::FaultInjectionEnv(Env* base) : base_(base), state_(std::make_shared<State>()) {}
+FaultInjectionEnv::FaultInjectionEnv(Env* base)
+    : ForwardingEnv(base), state_(std::make_shared<State>()) {}
 FaultInjectionEnv::~FaultInjectionEnv() = default;
 void FaultInjectionEnv::FailNthAppend(int n) {
   state_->appends_seen = 0;
@@ -403,47 +404,33 @@ void FaultInjectionEnv::FailReadAt(const std::string& path, uint64_t offset, siz
 
 absl::StatusOr<std::unique_ptr<SequentialFile>> FaultInjectionEnv::NewSequentialFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, base_->NewSequentialFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> f, base()->NewSequentialFile(path));
   return std::unique_ptr<SequentialFile>(new FaultSequentialFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, base_->NewRandomAccessFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, base()->NewRandomAccessFile(path));
   return std::unique_ptr<RandomAccessFile>(new FaultRandomAccessFile(std::move(f), state_));
 }
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, base_->NewWritableFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, base()->NewWritableFile(path));
   return std::unique_ptr<WritableFile>(new FaultWritableFile(std::move(f), state_));
 }
-bool FaultInjectionEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
-bool FaultInjectionEnv::IsDirectory(const std::string& path) { return base_->IsDirectory(path); }
-absl::StatusOr<uint64_t> FaultInjectionEnv::GetFileSize(const std::string& path) {
-  return base_->GetFileSize(path);
-}
 
-absl::StatusOr<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
-  return base_->Stat(path);
-}
-absl::StatusOr<std::vector<std::string>> FaultInjectionEnv::ListDir(const std::string& dir) {
-  return base_->ListDir(dir);
-}
-absl::Status FaultInjectionEnv::CreateDirs(const std::string& path) { return base_->CreateDirs(path); }
-absl::Status FaultInjectionEnv::RemoveFile(const std::string& path) { return base_->RemoveFile(path); }
-absl::Status FaultInjectionEnv::RemoveAll(const std::string& path) { return base_->RemoveAll(path); }
 absl::Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string& to) {
   if (state_->fail_rename) return absl::DataLossError(absl::StrCat("rename ", from, ": Input/output error (injected)"));
-  return base_->RenameFile(from, to);
+  return base()->RenameFile(from, to);
 }
 absl::Status FaultInjectionEnv::SyncDir(const std::string& dir) {
   if (state_->fail_sync) return absl::DataLossError(absl::StrCat("fsync directory ", dir, ": Input/output error (injected)"));
-  return base_->SyncDir(dir);
+  return base()->SyncDir(dir);
 }
 absl::Status FaultInjectionEnv::SyncFile(const std::string& path) {
   if (state_->fail_sync) {
     return absl::DataLossError(absl::StrCat("fsync ", path, ": Input/output error (injected)"));
   }
-  return base_->SyncFile(path);
+  return base()->SyncFile(path);
 }
 
 }  // namespace grist

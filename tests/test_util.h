@@ -56,44 +56,8 @@ inline std::string CorpusDir() {
 }
 
 // An Env that hands every call to `base` (the POSIX one by default): a test derives from it and
-// overrides the calls it wants to deny, fail or act on.
-class ForwardingEnv : public Env {
- public:
-  explicit ForwardingEnv(Env* base = Env::Default()) : base_(base) {}
-  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
-    return base_->NewSequentialFile(p);
-  }
-  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& p) override {
-    return base_->NewRandomAccessFile(p);
-  }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
-    return base_->NewWritableFile(p);
-  }
-  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  bool IsDirectory(const std::string& p) override { return base_->IsDirectory(p); }
-  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override {
-    return base_->GetFileSize(p);
-  }
-  absl::StatusOr<FileStat> Stat(const std::string& p) override { return base_->Stat(p); }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& d) override {
-    return base_->ListDir(d);
-  }
-  absl::Status CreateDirs(const std::string& p) override { return base_->CreateDirs(p); }
-  absl::Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
-  absl::Status RemoveAll(const std::string& p) override { return base_->RemoveAll(p); }
-  absl::Status RenameFile(const std::string& a, const std::string& b) override {
-    return base_->RenameFile(a, b);
-  }
-  absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
-  absl::Status SyncFile(const std::string& p) override { return base_->SyncFile(p); }
-
- protected:
-  Env* base() const { return base_; }
-
- private:
-  Env* base_;
-};
+// overrides the calls it wants to deny, fail or act on (common/env.h).
+using ::grist::ForwardingEnv;
 
 // Writes `bytes` over `path` at `offset` in place (the same inode, the size kept unless it runs
 // past the end), after sleeping past the file system's timestamp tick (the kernel's coarse clock,

@@ -11,10 +11,13 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
@@ -123,6 +126,52 @@ class OutputLock {
   int fd_ = -1;
 };
 
+// A work folder being discarded: <work>.discarded-<pid>-<n>, beside it.
+constexpr char kDiscarded[] = ".discarded-";
+
+// Discards the work folder `work` (when `current` and it exists) without waiting for its removal:
+// renames it at once to a fresh sibling and removes that on `*thread`, with every such sibling an
+// earlier build left (killed before its removal finished); the build then runs beside the
+// removal. A work folder holds every stage's output, the size of the corpus: removing it before
+// the first stage, as the build did, kept every core waiting (52 ms for the 94 MB config on the
+// dev VM; on a parallel file system one metadata request per file, for every file of a large
+// corpus). A removal that fails is reported on stderr, and tried again by the next build; the
+// release does not depend on it.
+absl::Status DiscardWork(Env* env, const std::string& work, bool current, std::jthread* thread) {
+  const std::string parent = DirName(work);
+  const std::string prefix = absl::StrCat(BaseName(work), kDiscarded);
+  // The siblings' paths as `work` is written (relative stays relative).
+  const std::string at = work.substr(0, work.size() - BaseName(work).size());
+  std::vector<std::string> doomed;
+  if (env->IsDirectory(parent)) {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(parent));
+    for (const std::string& n : names) {
+      if (absl::StartsWith(n, prefix)) doomed.push_back(at + n);
+    }
+  }
+  if (current && (env->IsDirectory(work) || env->FileExists(work))) {
+    std::string aside;
+    for (int k = 0;; ++k) {
+      aside = absl::StrCat(at, prefix, ::getpid(), "-", k);
+      if (!env->IsDirectory(aside) && !env->FileExists(aside)) break;
+    }
+    RETURN_IF_ERROR(env->RenameFile(work, aside));
+    doomed.push_back(aside);
+  }
+  if (doomed.empty()) return absl::OkStatus();
+  *thread = std::jthread([env, doomed = std::move(doomed)] {
+    for (const std::string& d : doomed) {
+      if (absl::Status s = env->RemoveAll(d); !s.ok()) {
+        std::fprintf(stderr,
+                     "build: could not remove %s (a discarded work folder): %s; the next build "
+                     "tries again, or remove it by hand\n",
+                     d.c_str(), std::string(s.message()).c_str());
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
@@ -192,8 +241,8 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
     return absl::OkStatus();
   };
   // A work folder from another config (or --restart) is discarded.
-  if (opts.restart) RETURN_IF_ERROR(env->RemoveAll(b.work));
-  if (env->IsDirectory(b.StagesDir())) {
+  bool start_over = opts.restart;
+  if (!start_over && env->IsDirectory(b.StagesDir())) {
     ASSIGN_OR_RETURN(auto names, env->ListDir(b.StagesDir()));
     for (const std::string& n : names) {
       std::optional<std::string> h;
@@ -209,11 +258,15 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
           std::fprintf(stderr, "build: %s was made with another config; starting over\n",
                        b.work.c_str());
         }
-        RETURN_IF_ERROR(env->RemoveAll(b.work));
+        start_over = true;
         break;
       }
     }
   }
+  // An unstaged build holds the output's lock alone: it also removes what an earlier one, killed
+  // while discarding, left. (A staged step never starts over: --restart and another config are
+  // refused above.)
+  if (!staged) RETURN_IF_ERROR(DiscardWork(env, b.work, start_over, &b.discarding));
   RETURN_IF_ERROR(env->CreateDirs(b.StagesDir()));
   b.sums = FileSums::Load(env, b.SumsPath());
   ASSIGN_OR_RETURN(b.input_files, ListInputs(env, bc.inputs));
@@ -321,6 +374,9 @@ absl::StatusOr<BuildReport> BuildRelease(Env* env, const BuildOptions& opts) {
 
   RETURN_IF_ERROR(join_model());
   RETURN_IF_ERROR(b.JoinCompletion());
+  // The discarded work folder is gone before the release is packed (on a slow file system, the
+  // wait, if any, counts in the build's time rather than after it).
+  if (b.discarding.joinable()) b.discarding.join();
   PublishOptions po;
   po.config = &bc;
   po.config_path = opts.config_path;

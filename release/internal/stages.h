@@ -204,6 +204,9 @@ struct Build {
     std::jthread thread;
   };
   absl::Status completion_error;
+  // Removes the work folder a build discarded (--restart, another config: DiscardWork in
+  // release/build.cc) beside the build; joined when the build returns.
+  std::jthread discarding;
   // Declared last: joined (destroyed) before anything of the Build they use, the later first
   // (each may wait for the one before).
   std::vector<std::unique_ptr<Completion>> completing;

@@ -385,5 +385,125 @@ TEST_F(BuildFaultTest, ARebuildWithNothingChangedLeavesThePublishedReleaseAsItIs
   ExpectSameRelease(*reference_, out);
 }
 
+// The work folders beside `out.work` that builds discarded (<work>.discarded-*).
+std::vector<std::string> Discarded(const std::string& out) {
+  std::vector<std::string> found;
+  const std::string prefix = BaseName(out) + ".work.discarded-";
+  const std::vector<std::string> names = Env::Default()->ListDir(DirName(out)).value();
+  for (const std::string& n : names) {
+    if (n.rfind(prefix, 0) == 0) found.push_back(n);
+  }
+  return found;
+}
+
+// Fails RemoveAll of any discarded work folder while set (as a file system that refuses would).
+class RefusingRemovalEnv : public grist::testing::ForwardingEnv {
+ public:
+  std::atomic<bool> refuse{true};
+  absl::Status RemoveAll(const std::string& p) override {
+    if (refuse && p.find(".work.discarded-") != std::string::npos) {
+      return absl::PermissionDeniedError(p + ": Permission denied (injected)");
+    }
+    return ForwardingEnv::RemoveAll(p);
+  }
+};
+
+// Holds the removal of a discarded work folder until the clean stage's record exists (at most 20
+// s), and notes whether it came: so only if the build ran beside the removal.
+class WaitingRemovalEnv : public grist::testing::ForwardingEnv {
+ public:
+  explicit WaitingRemovalEnv(std::string record) : record_(std::move(record)) {}
+  std::atomic<bool> saw_record{false};
+  absl::Status RemoveAll(const std::string& p) override {
+    if (p.find(".work.discarded-") != std::string::npos) {
+      for (int i = 0; i < 2000 && !saw_record; ++i) {
+        saw_record = base()->FileExists(record_);
+        if (!saw_record) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    return ForwardingEnv::RemoveAll(p);
+  }
+
+ private:
+  const std::string record_;
+};
+
+TEST_F(BuildFaultTest, ARestartDiscardsTheOldWorkFolderBesideTheBuild) {
+  TempDir t;
+  const std::string out = t.Join("rel");
+  ASSERT_TRUE(BuildRelease(Env::Default(), Options(out)).ok());
+  // Something of the old work folder only, to see it go.
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), out + ".work/clean/old-output.bin", "x").ok());
+  BuildOptions o = Options(out);
+  o.restart = true;
+  WaitingRemovalEnv env(out + ".work/stages/clean.json");
+  auto r = BuildRelease(&env, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(env.saw_record) << "the old work folder was removed before the build went on";
+  for (const StageSummary& s : r->stages) EXPECT_FALSE(s.resumed) << s.name;
+  ExpectSameRelease(*reference_, out);
+  EXPECT_FALSE(Env::Default()->FileExists(out + ".work/clean/old-output.bin"));
+  EXPECT_THAT(Discarded(out), ::testing::IsEmpty()) << "removed by the time the build returns";
+}
+
+TEST_F(BuildFaultTest, AWorkFolderOfAnotherConfigIsDiscardedBesideTheBuild) {
+  TempDir t;
+  const std::string out = t.Join("rel");
+  ASSERT_TRUE(BuildRelease(Env::Default(), Options(out)).ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), out + ".work/clean/old-output.bin", "x").ok());
+  // The records say another config made them.
+  const std::string record = out + ".work/stages/clean.json";
+  std::string text = ReadAll(record);
+  const size_t at = text.find("\"config_xxh3_128\": \"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 20] = text[at + 20] == '0' ? '1' : '0';
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), record, text).ok());
+  ::testing::internal::CaptureStderr();
+  BuildOptions o = Options(out);
+  o.run.progress = true;
+  auto r = BuildRelease(Env::Default(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(err, HasSubstr("was made with another config; starting over")) << err;
+  for (const StageSummary& s : r->stages) EXPECT_FALSE(s.resumed) << s.name;
+  ExpectSameRelease(*reference_, out);
+  EXPECT_FALSE(Env::Default()->FileExists(out + ".work/clean/old-output.bin"));
+  EXPECT_THAT(Discarded(out), ::testing::IsEmpty());
+}
+
+TEST_F(BuildFaultTest, AFailedRemovalIsReportedAndTheNextBuildFinishesIt) {
+  TempDir t;
+  const std::string out = t.Join("rel");
+  ASSERT_TRUE(BuildRelease(Env::Default(), Options(out)).ok());
+  // A discarded folder an earlier build was killed while removing: a staged step leaves it (it
+  // may run beside other steps of the same output), an unstaged build removes it.
+  const std::string leftover = out + ".work.discarded-1-0";
+  ASSERT_TRUE(Env::Default()->CreateDirs(leftover + "/clean").ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), leftover + "/clean/part.jsonl.zst", "x").ok());
+  BuildOptions staged = Options(out);
+  staged.stage = "pack";
+  ASSERT_TRUE(BuildRelease(Env::Default(), staged).ok());
+  EXPECT_THAT(Discarded(out), ::testing::ElementsAre(BaseName(leftover)));
+  // A restart on a file system that refuses the removal: the build succeeds, says so, and leaves
+  // both folders for the next build.
+  RefusingRemovalEnv refusing;
+  BuildOptions o = Options(out);
+  o.restart = true;
+  ::testing::internal::CaptureStderr();
+  auto r = BuildRelease(&refusing, o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSameRelease(*reference_, out);
+  EXPECT_THAT(err, HasSubstr("could not remove " + leftover + " (a discarded work folder)"));
+  EXPECT_THAT(err, HasSubstr("Permission denied (injected); the next build tries again"));
+  EXPECT_EQ(Discarded(out).size(), 2u) << err;
+  // The next build (nothing to rebuild) removes both.
+  auto next = BuildRelease(Env::Default(), Options(out));
+  ASSERT_TRUE(next.ok()) << next.status();
+  for (const StageSummary& s : next->stages) EXPECT_TRUE(s.resumed) << s.name;
+  EXPECT_THAT(Discarded(out), ::testing::IsEmpty());
+  ExpectSameRelease(*reference_, out);
+}
+
 }  // namespace
 }  // namespace grist::release

@@ -143,9 +143,10 @@ absl::Status DiscardWork(Env* env, const std::string& work, bool current, std::j
   // The siblings' paths as `work` is written (relative stays relative).
   const std::string at = work.substr(0, work.size() - BaseName(work).size());
   std::vector<std::string> doomed;
-  if (env->IsDirectory(parent)) {
-    ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(parent));
-    for (const std::string& n : names) {
+  // Leftovers are looked for where the folder can be listed (the build needs no more than to
+  // write in it): none found is no reason to fail.
+  if (absl::StatusOr<std::vector<std::string>> names = env->ListDir(parent); names.ok()) {
+    for (const std::string& n : *names) {
       if (absl::StartsWith(n, prefix)) doomed.push_back(at + n);
     }
   }

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Everything grist checks and measures on the GPU machine, in one call (device time is scarce):
-#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|scaling|all
+#   scripts/gpu/run_all.sh loader|ckpt|labs|encoder|scaling|ab|all
+# `ab` (not part of `all`) compares the carried build with an earlier binary carried in
+# .devcarry/base/grist: 8 interleaved 16-thread builds of the issue-14 config each
+# (scripts/gpu/build_ab.py), then, with PERF_DIR set (scripts/gpu/timeline.sh), the on-CPU timeline
+# of one 16-thread build of each. CORPUS: ../shared/corpus, else .corpus-cache/corpus.
 # Expects the carried build in .devcarry/build and its libraries in .devcarry/lib (scripts/gpu/carry.sh
 # or scripts/gpu/pack_build.sh). Results go to $GRIST_GPU_OUT (default gpu-out).
 set -uo pipefail
@@ -68,5 +72,24 @@ fi
 if [[ $what == scaling || $what == all ]]; then
   echo "== issue 14: per-stage scaling of grist build, 1-16 threads (Amdahl fit, identical bytes)"
   scripts/gpu/scaling.sh .devcarry/build/grist || failed=1
+fi
+if [[ $what == ab ]]; then
+  C=${CORPUS:-../shared/corpus}
+  [[ -d $C ]] || C=.corpus-cache/corpus
+  source scripts/gpu/lib.sh
+  write_corpus_config "$GRIST_GPU_OUT/ab.toml" "$(realpath "$C")" \
+    "$(realpath "$C/tokenizers/mistral-v1-spm-32k/tokenizer.model.v1")"
+  echo "== issue 14: A/B of .devcarry/base/grist and .devcarry/build/grist, 16-thread builds"
+  python3 scripts/gpu/build_ab.py "$GRIST_GPU_OUT/ab.toml" "${GRIST_AB_THREADS:-16}" \
+    "${GRIST_AB_ROUNDS:-8}" base=.devcarry/base/grist new=.devcarry/build/grist \
+    2>&1 | tee "$GRIST_GPU_OUT/build_ab.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || failed=1
+  if [[ -n ${PERF_DIR:-} ]]; then
+    for b in base build; do
+      scripts/gpu/timeline.sh "$GRIST_GPU_OUT/timeline_$b" ".devcarry/$b/grist" build \
+        --config "$GRIST_GPU_OUT/ab.toml" --output "/tmp/grist_tl_$b" --restart --quiet \
+        --threads "${GRIST_AB_THREADS:-16}" || failed=1
+    done
+  fi
 fi
 exit $failed

@@ -487,6 +487,72 @@ void BpeEncoder::EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* i
   if (syms.empty()) return;
   syms.back().next = -1;
 
+  if (syms.size() <= kScanSymbols) {
+    MergeByScan(sc);
+  } else {
+    MergeByHeap(sc);
+  }
+
+  for (int k = 0; k != -1; k = syms[k].next) {
+    const auto& y = syms[k];
+    if (y.id >= 0) {
+      ids->push_back(y.id);
+      *prev_unk = false;
+    } else if (byte_fallback_) {
+      for (uint32_t b = 0; b < y.len; ++b) {
+        ids->push_back(byte_id_[static_cast<unsigned char>(s[y.begin + b])]);
+      }
+    } else {
+      if (!*prev_unk) ids->push_back(unk_id_);
+      *prev_unk = true;
+    }
+  }
+}
+
+// Both merge the symbols of sc->syms as SentencePiece's agenda does: the adjacent pair whose merged
+// piece has the highest score first, of equal scores the leftmost, until no adjacent pair merges.
+// A merge joins a symbol with the next one: the left one takes the merged id, the right one dies.
+
+// A short span (most chunks: a word and its spaces) by scanning its pairs for the best each round:
+// each symbol keeps the score of the pair it starts, updated for the two pairs a merge changes.
+// For a few symbols this is cheaper than the heap's pushes, pops and stale entries, and it picks
+// the same pair: the highest score, and on a tie the first in text order (strict >).
+void BpeEncoder::MergeByScan(Scratch* sc) const {
+  auto& syms = sc->syms;
+  struct Next {
+    bool merges;
+    float score;
+    int id;
+  };
+  Next next[kScanSymbols];
+  auto rate = [&](int k) {
+    const int r = syms[k].next;
+    const Pair* p = r < 0 ? nullptr : pairs_->Find(syms[k].id, syms[r].id);
+    next[k] = p == nullptr ? Next{false, 0, 0} : Next{true, p->score, p->id};
+  };
+  for (int k = 0; k < static_cast<int>(syms.size()); ++k) rate(k);
+  while (true) {
+    int best = -1;
+    for (int k = 0; k != -1; k = syms[k].next) {
+      if (next[k].merges && (best < 0 || next[k].score > next[best].score)) best = k;
+    }
+    if (best < 0) return;
+    auto& l = syms[best];
+    auto& r = syms[l.next];
+    l.id = next[best].id;
+    l.len += r.len;
+    const int after = r.next;
+    r.id = kDead;
+    l.next = after;
+    if (after >= 0) syms[after].prev = best;
+    rate(best);
+    if (l.prev >= 0) rate(l.prev);
+  }
+}
+
+// Any span, by SentencePiece's own agenda: a heap of candidate pairs, stale ones skipped.
+void BpeEncoder::MergeByHeap(Scratch* sc) const {
+  auto& syms = sc->syms;
   // SentencePiece's agenda: highest score first; equal scores, the leftmost pair.
   auto& heap = sc->heap;
   heap.clear();
@@ -515,21 +581,6 @@ void BpeEncoder::EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* i
     r.id = kDead;
     add(l.prev, c.left);
     add(c.left, l.next);
-  }
-
-  for (int k = 0; k != -1; k = syms[k].next) {
-    const auto& y = syms[k];
-    if (y.id >= 0) {
-      ids->push_back(y.id);
-      *prev_unk = false;
-    } else if (byte_fallback_) {
-      for (uint32_t b = 0; b < y.len; ++b) {
-        ids->push_back(byte_id_[static_cast<unsigned char>(s[y.begin + b])]);
-      }
-    } else {
-      if (!*prev_unk) ids->push_back(unk_id_);
-      *prev_unk = true;
-    }
   }
 }
 

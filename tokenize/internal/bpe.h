@@ -78,6 +78,11 @@ class BpeEncoder {
   BpeEncoder();
   // The ids of the normalized span `s`, appended; *prev_unk carries the <unk> merge state.
   void EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* ids, bool* prev_unk) const;
+  // The merges of sc->syms (bpe.cc): by scanning, for spans of at most kScanSymbols symbols, else
+  // by a heap; the same merges either way.
+  static constexpr size_t kScanSymbols = 32;
+  void MergeByScan(Scratch* sc) const;
+  void MergeByHeap(Scratch* sc) const;
   int SymbolId(std::string_view ch) const;
 
   std::unique_ptr<UserSymbols> users_;

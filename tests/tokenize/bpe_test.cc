@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -362,9 +365,11 @@ TEST(BpeTest, AgreesWithThePythonModule) {
   }
 }
 
-// The serialized model with the piece `from` renamed `to` (protobuf wire format: ModelProto's
-// field 1 holds each piece as a message whose field 1 is its text).
-std::string RenamePiece(const std::string& model, std::string_view from, std::string_view to) {
+// The serialized model with edit(&text, &score) applied to each piece (protobuf wire format:
+// ModelProto's field 1 holds each piece as a message whose field 1 is its text and field 2 its
+// score, a float).
+template <typename Edit>
+std::string EditPieces(const std::string& model, Edit edit) {
   auto read_varint = [](std::string_view s, size_t* at) {
     uint64_t v = 0;
     for (int shift = 0; *at < s.size(); shift += 7) {
@@ -381,36 +386,105 @@ std::string RenamePiece(const std::string& model, std::string_view from, std::st
     }
     out->push_back(static_cast<char>(v));
   };
-  // Copies the fields of `msg`, calling edit(field, bytes) on each length-delimited one.
-  auto rewrite = [&](std::string_view msg, auto&& edit) {
-    std::string out;
+  // The fields of `msg` in order: (tag, value bytes) with lengths stripped.
+  auto fields = [&](std::string_view msg) {
+    std::vector<std::pair<uint64_t, std::string>> out;
     size_t at = 0;
     while (at < msg.size()) {
       const uint64_t tag = read_varint(msg, &at);
-      put_varint(&out, tag);
+      std::string v;
       switch (tag & 7) {
-        case 0: put_varint(&out, read_varint(msg, &at)); break;
-        case 1: out.append(msg.substr(at, 8)); at += 8; break;
-        case 5: out.append(msg.substr(at, 4)); at += 4; break;
+        case 0: put_varint(&v, read_varint(msg, &at)); break;
+        case 1: v = msg.substr(at, 8); at += 8; break;
+        case 5: v = msg.substr(at, 4); at += 4; break;
         case 2: {
           const uint64_t len = read_varint(msg, &at);
-          const std::string body = edit(tag >> 3, msg.substr(at, len));
+          v = msg.substr(at, len);
           at += len;
-          put_varint(&out, body.size());
-          out += body;
           break;
         }
         default: ADD_FAILURE() << "wire type " << (tag & 7); return out;
       }
+      out.emplace_back(tag, std::move(v));
     }
     return out;
   };
-  return rewrite(model, [&](uint64_t field, std::string_view body) -> std::string {
-    if (field != 1) return std::string(body);
-    return rewrite(body, [&](uint64_t f, std::string_view text) -> std::string {
-      return f == 1 && text == from ? std::string(to) : std::string(text);
-    });
+  auto serialize = [&](const std::vector<std::pair<uint64_t, std::string>>& fs) {
+    std::string out;
+    for (const auto& [tag, v] : fs) {
+      put_varint(&out, tag);
+      if ((tag & 7) == 2) put_varint(&out, v.size());
+      out += v;
+    }
+    return out;
+  };
+  auto top = fields(model);
+  for (auto& [tag, body] : top) {
+    if (tag != ((1 << 3) | 2)) continue;
+    auto piece = fields(body);
+    std::string* text = nullptr;
+    std::string* score_bytes = nullptr;
+    for (auto& [t, v] : piece) {
+      if (t == ((1 << 3) | 2)) text = &v;
+      if (t == ((2 << 3) | 5)) score_bytes = &v;
+    }
+    if (text == nullptr || score_bytes == nullptr) continue;  // no score given: left as it is
+    float score;
+    std::memcpy(&score, score_bytes->data(), 4);
+    edit(text, &score);
+    std::memcpy(score_bytes->data(), &score, 4);
+    body = serialize(piece);
+  }
+  return serialize(top);
+}
+
+// The serialized model with the piece `from` renamed `to`.
+std::string RenamePiece(const std::string& model, std::string_view from, std::string_view to) {
+  return EditPieces(model, [&](std::string* text, float*) {
+    if (*text == from) *text = std::string(to);
   });
+}
+
+// SentencePiece's agenda merges the highest score first and, of equal scores, the leftmost pair;
+// trained models have no equal scores, so the order among ties is tested on models whose merge
+// scores are rounded to a few values, and a merge scored -inf (which the encoder's scan of short
+// spans cannot rank: it keeps the heap there) on a model with one. Both with the chunk cache (short
+// spans, by scan) and without (whole documents, by heap), against SentencePiece.
+TEST(BpeTest, TiedAndMinusInfinityScoresMergeAsSentencePieceDoes) {
+  const std::string model = VariantModel("bytefallback_splitdigits");
+  ASSERT_FALSE(model.empty());
+  const std::vector<std::string> docs = Generated(8, 300, 2000, /*invalid=*/false);
+  int rounded = 0, worst = 0;
+  const std::string ties = EditPieces(model, [&](std::string*, float* score) {
+    if (*score < -10) {  // the merged pieces (the characters score 0 and above)
+      *score = std::floor(*score / 40) * 40;
+      ++rounded;
+    }
+  });
+  float top = -std::numeric_limits<float>::infinity();
+  EditPieces(model, [&](std::string*, float* score) {
+    if (*score < -10) top = std::max(top, *score);
+  });
+  const std::string minus_inf = EditPieces(model, [&](std::string*, float* score) {
+    if (*score == top) {
+      *score = -std::numeric_limits<float>::infinity();
+      ++worst;
+    }
+  });
+  ASSERT_GT(rounded, 100);
+  ASSERT_EQ(worst, 1);
+  for (const auto& [name, bytes] : {std::pair<std::string, std::string>{"ties", ties},
+                                    {"minus_inf", minus_inf}}) {
+    auto tok = Tokenizer::FromBytes(bytes, name);
+    ASSERT_TRUE(tok.ok()) << name << ": " << tok.status();
+    ASSERT_TRUE((*tok)->native()) << name << ": " << (*tok)->native_why_not();
+    EXPECT_TRUE((*tok)->native_chunk_cache()) << name;
+    std::string first;
+    EXPECT_EQ(Mismatches(**tok, docs, &first), 0u) << name << ": " << first;
+    (*tok)->DisableChunkCacheForTesting();
+    first.clear();
+    EXPECT_EQ(Mismatches(**tok, docs, &first), 0u) << name << " without cache: " << first;
+  }
 }
 
 // A model whose piece merges from a character the vocabulary lacks (SentencePiece then gives that

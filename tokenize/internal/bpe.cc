@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -450,7 +451,9 @@ std::unique_ptr<BpeEncoder> BpeEncoder::Create(std::string_view serialized, std:
   e->pairs_ = std::make_unique<PairTable>(total);
   for (const Range& r : ranges) {
     for (const Merge& m : r.merges) {
-      e->pairs_->Insert(m.left, m.right, Pair{m.id, f.pieces[m.id].score});
+      const float score = f.pieces[m.id].score;
+      e->pairs_->Insert(m.left, m.right, Pair{m.id, score});
+      e->scan_ok_ &= score > -std::numeric_limits<float>::infinity();
     }
   }
   e->chunk_cache_ = cache_ok;
@@ -487,7 +490,7 @@ void BpeEncoder::EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* i
   if (syms.empty()) return;
   syms.back().next = -1;
 
-  if (syms.size() <= kScanSymbols) {
+  if (scan_ok_ && syms.size() <= kScanSymbols) {
     MergeByScan(sc);
   } else {
     MergeByHeap(sc);
@@ -514,37 +517,43 @@ void BpeEncoder::EncodeSpan(std::string_view s, Scratch* sc, std::vector<int>* i
 // A merge joins a symbol with the next one: the left one takes the merged id, the right one dies.
 
 // A short span (most chunks: a word and its spaces) by scanning its pairs for the best each round:
-// each symbol keeps the score of the pair it starts, updated for the two pairs a merge changes.
-// For a few symbols this is cheaper than the heap's pushes, pops and stale entries, and it picks
-// the same pair: the highest score, and on a tie the first in text order (strict >).
+// each symbol keeps the score of the pair it starts (-inf: none, or the symbol merged away),
+// updated for the two pairs a merge changes, and the scan runs over the symbols in text order, so
+// the first of the highest scores (strict >) is the pair the heap would pop: the leftmost. Only
+// where every merge scores above -inf (scan_ok_). For a few symbols this is cheaper than the
+// heap's pushes, pops and stale entries.
 void BpeEncoder::MergeByScan(Scratch* sc) const {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
   auto& syms = sc->syms;
-  struct Next {
-    bool merges;
-    float score;
-    int id;
-  };
-  Next next[kScanSymbols];
+  const int n = static_cast<int>(syms.size());
+  float score[kScanSymbols];
+  int merged[kScanSymbols];
   auto rate = [&](int k) {
     const int r = syms[k].next;
     const Pair* p = r < 0 ? nullptr : pairs_->Find(syms[k].id, syms[r].id);
-    next[k] = p == nullptr ? Next{false, 0, 0} : Next{true, p->score, p->id};
+    score[k] = p == nullptr ? kNone : p->score;
+    merged[k] = p == nullptr ? 0 : p->id;
   };
-  for (int k = 0; k < static_cast<int>(syms.size()); ++k) rate(k);
+  for (int k = 0; k < n; ++k) rate(k);
   while (true) {
     int best = -1;
-    for (int k = 0; k != -1; k = syms[k].next) {
-      if (next[k].merges && (best < 0 || next[k].score > next[best].score)) best = k;
+    float top = kNone;
+    for (int k = 0; k < n; ++k) {
+      if (score[k] > top) {
+        top = score[k];
+        best = k;
+      }
     }
     if (best < 0) return;
     auto& l = syms[best];
-    auto& r = syms[l.next];
-    l.id = next[best].id;
+    const int right = l.next;
+    auto& r = syms[right];
+    l.id = merged[best];
     l.len += r.len;
-    const int after = r.next;
+    l.next = r.next;
+    if (r.next >= 0) syms[r.next].prev = best;
     r.id = kDead;
-    l.next = after;
-    if (after >= 0) syms[after].prev = best;
+    score[right] = kNone;
     rate(best);
     if (l.prev >= 0) rate(l.prev);
   }

@@ -97,6 +97,7 @@ class BpeEncoder {
   bool byte_fallback_ = false;
   bool chunk_cache_ = false;
   bool use_cache_ = false;
+  bool scan_ok_ = true;  // every merge scores above -inf: MergeByScan may run (bpe.cc)
   std::string_view space_;  // U+2581, or ' ' without escape_whitespaces
   uint64_t serial_ = 0;     // tells this encoder's front caches from another's (never 0)
   mutable std::once_flag cache_once_;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "bench/build_info.h"
+#include "bench/git_commit.h"
 #include "bench/harness.h"
 #include "common/env.h"
 #include "common/json_writer.h"

@@ -208,9 +208,10 @@ class BpeEncoder::ChunkCache {
   // is the kernel's zero page, so the first write to each of the 4096 pages was a copy-on-write
   // that flushes the page from every CPU running one of the process's threads (an interrupt to
   // each, under the page table's lock): in a 16-thread build on the GPU host, 46% of the CPU
-  // samples of tokenize's first 10 ms were in those flushes and a kernel spin lock. A shared anonymous page is a real
-  // page at its first touch, mapped writable, so no write faults again. (A child forked while the
-  // cache exists shares it; its entries are exact, so that is harmless.)
+  // samples of tokenize's first 10 ms were in those flushes and a kernel spin lock. A shared
+  // anonymous page is a real page at its first touch, mapped writable, so no write faults again.
+  // (A child forked while the cache exists shares it; its entries are exact, so that is
+  // harmless.)
   ChunkCache() {
     void* p = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     GRIST_CHECK(p != MAP_FAILED, "BPE chunk cache: out of memory");

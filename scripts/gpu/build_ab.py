@@ -76,7 +76,8 @@ def main():
             cells.append(f'{statistics.median(v):.4f} [{min(v):.4f}, {max(v):.4f}]' if v else '-')
         print(f'| {k} | ' + ' | '.join(cells) + ' |')
     same = len(ids) == 1
-    print(f'\nrelease ids: {" ".join(sorted(ids))} ({"the same in every run" if same else "DIFFER"})')
+    verdict = 'the same in every run' if same else 'DIFFER'
+    print(f'\nrelease ids: {" ".join(sorted(ids))} ({verdict})')
     sys.exit(0 if same else 1)
 
 

@@ -428,11 +428,18 @@ std::string EditPieces(const std::string& model, Edit edit) {
       if (t == ((1 << 3) | 2)) text = &v;
       if (t == ((2 << 3) | 5)) score_bytes = &v;
     }
-    if (text == nullptr || score_bytes == nullptr) continue;  // no score given: left as it is
-    float score;
-    std::memcpy(&score, score_bytes->data(), 4);
+    if (text == nullptr) continue;
+    float score = 0;  // proto2's default where the piece gives none
+    if (score_bytes != nullptr) std::memcpy(&score, score_bytes->data(), 4);
+    const float was = score;
     edit(text, &score);
-    std::memcpy(score_bytes->data(), &score, 4);
+    if (score_bytes != nullptr) {
+      std::memcpy(score_bytes->data(), &score, 4);
+    } else if (score != was) {
+      std::string v(4, '\0');
+      std::memcpy(v.data(), &score, 4);
+      piece.emplace_back((2 << 3) | 5, std::move(v));
+    }
     body = serialize(piece);
   }
   return serialize(top);

@@ -4,6 +4,10 @@
 // Memory is bounded: at most `window` results are held (computed but not yet emitted); workers wait
 // for the consumer when the window is full. The first error (by index order among the items started)
 // stops the run and is returned; items after it are not emitted.
+//
+// `help`, if given, is called by a worker that finds no item left to start, again and again until
+// it returns false (SharedWork::Help: the worker then runs documents of the splits still in
+// progress), before the worker leaves.
 #ifndef GRIST_COMMON_ORDERED_H_
 #define GRIST_COMMON_ORDERED_H_
 
@@ -22,7 +26,8 @@ namespace grist {
 template <typename R>
 absl::Status OrderedParallel(ThreadPool* pool, size_t n, size_t window,
                              const std::function<absl::StatusOr<R>(size_t)>& process,
-                             const std::function<absl::Status(size_t, R&&)>& emit) {
+                             const std::function<absl::Status(size_t, R&&)>& emit,
+                             const std::function<bool()>& help = nullptr) {
   if (pool == nullptr || pool->size() <= 1) {
     for (size_t i = 0; i < n; ++i) {
       absl::StatusOr<R> r = process(i);
@@ -49,13 +54,22 @@ absl::Status OrderedParallel(ThreadPool* pool, size_t n, size_t window,
     }
     pool->Schedule([&] {
       while (true) {
-        size_t i;
+        size_t i = 0;
+        bool helping = false;
         {
           absl::MutexLock l(&mu);
           auto can_start = [&] { return stop || next_to_start >= n || next_to_start < next_to_emit + window; };
           mu.Await(absl::Condition(&can_start));
-          if (stop || next_to_start >= n) break;
-          i = next_to_start++;
+          if (stop) break;
+          helping = next_to_start >= n;
+          if (!helping) i = next_to_start++;
+        }
+        if (helping) {
+          if (help) {
+            while (help()) {
+            }
+          }
+          break;
         }
         absl::StatusOr<R> r = process(i);
         absl::MutexLock l(&mu);

@@ -10,6 +10,7 @@
 #include "common/ordered.h"
 #include "common/progress.h"
 #include "common/records.h"
+#include "common/shared_work.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 #include "common/task_parts.h"
@@ -18,6 +19,10 @@
 
 namespace grist::tokenize {
 namespace {
+
+// The text read from a split before its documents are encoded: a batch of about this many bytes
+// (the documents of a 512 KiB frame at once; a larger split in batches, to bound what is held).
+constexpr uint64_t kBatchBytes = 2ull << 20;
 
 struct SplitResult {
   std::vector<int> ids;          // all documents' ids, concatenated
@@ -130,35 +135,88 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   } else {
     rep.engine = absl::StrCat("sentencepiece (", tok->native_why_not(), ")");
   }
+  // A split's documents are read a batch at a time and encoded through `shared`: this thread from
+  // the first, threads with no split left to start (the stage's last wave) from the last; their
+  // ids go to `helped` by document and come after this thread's, in document order.
+  SharedWork shared;
   auto process = [&](size_t i) -> absl::StatusOr<SplitResult> {
     SplitResult r;
     ASSIGN_OR_RETURN(auto reader,
                      OpenRecordReader(env, files[splits[i].file_index], splits[i], InputOptions{},
                                       &decoders));
-    Document doc;
+    // Reused from split to split on this thread: no allocation per document once grown. Named
+    // through references, which the item below captures: a helper running it on its own thread
+    // must see this thread's vectors, not its own thread_local ones.
+    thread_local std::vector<Document> docs_tl;
+    thread_local std::vector<std::vector<int>> helped_tl;
+    thread_local std::vector<absl::Status> helped_status_tl;
+    std::vector<Document>& docs = docs_tl;
+    std::vector<std::vector<int>>& helped = helped_tl;
+    std::vector<absl::Status>& helped_status = helped_status_tl;
     std::vector<int> ids;
     uint64_t last = 0;
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, reader->Next(&doc));
-      if (!more) break;
-      ++r.docs;
-      r.bytes += doc.input_bytes;
-      if (!doc.error.empty()) {
-        ++r.malformed;
-        continue;
+    bool more = true;
+    // A read error ends the batch; it is returned after the documents read before it, as when the
+    // documents were encoded one by one as read (an earlier document's encode error comes first).
+    absl::Status read_error;
+    while (more) {
+      size_t n = 0;
+      uint64_t batch_bytes = 0;
+      while (batch_bytes < kBatchBytes) {
+        if (docs.size() <= n) docs.emplace_back();
+        Document& doc = docs[n];
+        absl::StatusOr<bool> next = reader->Next(&doc);
+        if (!next.ok()) {
+          read_error = next.status();
+          more = false;
+          break;
+        }
+        more = *next;
+        if (!more) break;
+        ++r.docs;
+        r.bytes += doc.input_bytes;
+        if (!doc.error.empty()) {
+          ++r.malformed;
+          continue;
+        }
+        if (doc.text.empty()) {
+          ++r.empty;
+          continue;
+        }
+        batch_bytes += doc.text.size();
+        ++n;
       }
-      if (doc.text.empty()) {
-        ++r.empty;
-        continue;
+      if (helped.size() < n) {
+        helped.resize(n);
+        helped_status.resize(n);
       }
-      absl::Status s = tok->Encode(doc.text, options.encode, &ids);
-      if (!s.ok()) return Annotate(s, doc.id());
-      r.ids.insert(r.ids.end(), ids.begin(), ids.end());
-      r.lengths.push_back(static_cast<uint32_t>(ids.size()));
+      // The first document that failed of those this thread encoded; a helper's come after it.
+      absl::Status own_error;
+      const size_t meet = shared.Run(n, [&](size_t k, bool by_owner) {
+        if (by_owner) {
+          if (!own_error.ok()) return;  // the split fails at an earlier document
+          absl::Status s = tok->Encode(docs[k].text, options.encode, &ids);
+          if (!s.ok()) {
+            own_error = Annotate(s, docs[k].id());
+            return;
+          }
+          r.ids.insert(r.ids.end(), ids.begin(), ids.end());
+          r.lengths.push_back(static_cast<uint32_t>(ids.size()));
+        } else {
+          helped_status[k] = tok->Encode(docs[k].text, options.encode, &helped[k]);
+          if (!helped_status[k].ok()) helped_status[k] = Annotate(helped_status[k], docs[k].id());
+        }
+      });
+      if (!own_error.ok()) return own_error;
+      for (size_t k = meet; k < n; ++k) {
+        if (!helped_status[k].ok()) return helped_status[k];
+        r.ids.insert(r.ids.end(), helped[k].begin(), helped[k].end());
+        r.lengths.push_back(static_cast<uint32_t>(helped[k].size()));
+      }
+      RETURN_IF_ERROR(read_error);
       prog.Add(reader->bytes_consumed() - last);
       last = reader->bytes_consumed();
     }
-    prog.Add(reader->bytes_consumed() - last);
     return r;
   };
   auto emit = [&](size_t, SplitResult&& r) -> absl::Status {
@@ -181,7 +239,7 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   rep.phase_seconds.start = encode_start;
   RETURN_IF_ERROR(OrderedParallel<SplitResult>(&pool, splits.size(),
                                                static_cast<size_t>(pool.size()) * 2, process,
-                                               emit));
+                                               emit, [&] { return shared.Help(); }));
   rep.phase_seconds.encode = sw.Seconds() - encode_start;
   ASSIGN_OR_RETURN(DatasetInfo info, writer->Finish());
   rep.counts.bytes_out = info.bin_bytes + info.idx_bytes;

@@ -384,6 +384,41 @@ TEST(TokenizeTest, ALoadedModelGivesTheBytesOfItsFile) {
   }
 }
 
+// One split, so every thread but its owner finds nothing to start and encodes the split's last
+// documents (common/shared_work.h): the tokens, the index and the report are those of one thread.
+TEST(TokenizeTest, IdleThreadsHelpingWithTheLastSplitChangeNoByte) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  const std::vector<std::string> in = {SyntheticFile(tmp, 51, 1500)};
+  for (const std::string type : {"bpe", "unigram"}) {
+    EncodeStageOptions o;
+    o.model_path = TrainedModel(tmp, type);
+    o.split_bytes = 64 << 20;
+    RunOptions run;
+    run.progress = false;
+    std::string want_bin, want_idx, want_report;
+    for (int threads : {1, 4, 8}) {
+      run.threads = threads;
+      const std::string out = tmp.Join(absl::StrCat(type, "-", threads));
+      auto rep = RunEncode(env, in, out, o, run);
+      ASSERT_TRUE(rep.ok()) << rep.status();
+      auto bin = ReadFileToString(env, out + "/tokens-00000-of-00001.bin");
+      auto idx = ReadFileToString(env, out + "/tokens-00000-of-00001.idx");
+      ASSERT_TRUE(bin.ok() && idx.ok());
+      if (threads == 1) {
+        EXPECT_EQ(rep->counts.docs_out, 1500u) << type;
+        want_bin = *bin;
+        want_idx = *idx;
+        want_report = rep->ToJson();
+        continue;
+      }
+      EXPECT_EQ(*bin, want_bin) << type << " threads " << threads;
+      EXPECT_EQ(*idx, want_idx) << type << " threads " << threads;
+      EXPECT_EQ(rep->ToJson(), want_report) << type << " threads " << threads;
+    }
+  }
+}
+
 TEST(TokenizeTest, CorruptOrTruncatedDatasetIsDataLoss) {
   TempDir tmp;
   Env* env = Env::Default();

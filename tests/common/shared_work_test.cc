@@ -1,0 +1,137 @@
+#include "common/shared_work.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/ordered.h"
+#include "common/thread_pool.h"
+
+namespace grist {
+namespace {
+
+TEST(SharedWorkTest, WithoutHelpersTheOwnerRunsEveryItemInOrder) {
+  SharedWork w;
+  EXPECT_FALSE(w.Help());
+  std::vector<size_t> ran;
+  EXPECT_EQ(w.Run(7, [&](size_t k, bool by_owner) {
+    EXPECT_TRUE(by_owner);
+    ran.push_back(k);
+  }), 7u);
+  EXPECT_EQ(ran, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(w.Run(0, [&](size_t, bool) { ADD_FAILURE(); }), 0u);
+  EXPECT_FALSE(w.Help());
+}
+
+// A helper takes the last item while the owner is inside its first; the owner then runs the front
+// in order up to where they meet, which Run returns, and every item runs once.
+TEST(SharedWorkTest, AHelperTakesItemsFromTheBackAndRunSaysWhereTheyMet) {
+  SharedWork w;
+  constexpr size_t kN = 10;
+  std::vector<std::atomic<int>> runs(kN);
+  std::vector<int> by(kN, -1);  // 1 owner, 0 helper
+  std::vector<size_t> owner_order;
+  absl::Notification helper_took_last, owner_started;
+  std::atomic<bool> done{false};
+  std::thread helper([&] {
+    owner_started.WaitForNotification();
+    while (!helper_took_last.HasBeenNotified()) w.Help();
+    // Keep helping until the owner's Run has returned: Help is then false for good.
+    while (!done.load()) w.Help();
+    EXPECT_FALSE(w.Help());
+  });
+  const size_t meet = w.Run(kN, [&](size_t k, bool by_owner) {
+    ++runs[k];
+    by[k] = by_owner ? 1 : 0;
+    if (by_owner) {
+      owner_order.push_back(k);
+      if (k == 0) {
+        owner_started.Notify();
+        helper_took_last.WaitForNotification();
+      }
+    } else if (k == kN - 1) {
+      helper_took_last.Notify();
+    }
+  });
+  done = true;
+  helper.join();
+  ASSERT_LE(meet, kN - 1);
+  ASSERT_GE(meet, 1u);
+  for (size_t k = 0; k < kN; ++k) {
+    EXPECT_EQ(runs[k].load(), 1) << k;
+    EXPECT_EQ(by[k], k < meet ? 1 : 0) << k;
+  }
+  std::vector<size_t> front;
+  for (size_t k = 0; k < meet; ++k) front.push_back(k);
+  EXPECT_EQ(owner_order, front);
+}
+
+// Several owners and helpers at once: every item of every Run runs exactly once, each owner's
+// items are a prefix in order, and helpers choose among all Runs.
+TEST(SharedWorkTest, ManyOwnersAndHelpersRunEveryItemOnce) {
+  SharedWork w;
+  constexpr int kOwners = 3, kHelpers = 3, kRounds = 20;
+  std::atomic<int> owners_left{kOwners};
+  std::vector<std::thread> threads;
+  for (int o = 0; o < kOwners; ++o) {
+    threads.emplace_back([&, o] {
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t n = 50 + 37 * static_cast<size_t>(o) + static_cast<size_t>(round);
+        std::vector<std::atomic<int>> runs(n);
+        std::vector<size_t> order;
+        const size_t meet = w.Run(n, [&](size_t k, bool by_owner) {
+          ++runs[k];
+          if (by_owner) order.push_back(k);
+          volatile uint64_t spin = 0;  // an item takes a little time
+          for (int i = 0; i < 2000; ++i) spin = spin + static_cast<uint64_t>(i);
+        });
+        ASSERT_LE(meet, n);
+        ASSERT_EQ(order.size(), meet);
+        for (size_t k = 0; k < meet; ++k) ASSERT_EQ(order[k], k);
+        for (size_t k = 0; k < n; ++k) ASSERT_EQ(runs[k].load(), 1) << k;
+      }
+      --owners_left;
+    });
+  }
+  for (int h = 0; h < kHelpers; ++h) {
+    threads.emplace_back([&] {
+      while (owners_left.load() > 0) w.Help();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_FALSE(w.Help());
+}
+
+// OrderedParallel hands a worker that finds no item left to `help` until it returns false (item 1
+// waits for that: the worker not running it finds none left to start), and emits what it would
+// without it.
+TEST(SharedWorkTest, OrderedParallelCallsHelpOnceNoItemIsLeft) {
+  ThreadPool pool(4);
+  std::atomic<int> calls{0};
+  std::vector<size_t> emitted;
+  ASSERT_TRUE(OrderedParallel<size_t>(
+                  &pool, 2, 4,
+                  [&](size_t i) -> absl::StatusOr<size_t> {
+                    while (i == 1 && calls.load() == 0) std::this_thread::yield();
+                    return i * 10;
+                  },
+                  [&](size_t i, size_t&& r) {
+                    EXPECT_EQ(r, i * 10);
+                    emitted.push_back(i);
+                    return absl::OkStatus();
+                  },
+                  [&] { return ++calls < 3; })
+                  .ok());
+  EXPECT_EQ(emitted, (std::vector<size_t>{0, 1}));
+  // Two workers (min of the pool and the items): the one that found nothing left called until its
+  // first false (two trues, then false); the other may call once more (false) or find the run
+  // over.
+  EXPECT_GE(calls.load(), 3);
+  EXPECT_LE(calls.load(), 4);
+}
+
+}  // namespace
+}  // namespace grist

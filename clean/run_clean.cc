@@ -12,6 +12,7 @@
 #include "common/json_writer.h"
 #include "common/ordered.h"
 #include "common/progress.h"
+#include "common/shared_work.h"
 #include "common/status_macros.h"
 #include "common/task_parts.h"
 #include "common/sysinfo.h"
@@ -71,9 +72,16 @@ void ReasonsJson(const std::vector<std::string>& reasons, const std::string& err
   }
 }
 
+// The text read from a split before its documents are cleaned: a batch of about this many bytes
+// (the documents of a 512 KiB frame at once; a larger split in batches, to bound what is held).
+constexpr uint64_t kBatchBytes = 2ull << 20;
+
+// Cleans one split's documents a batch at a time through `shared`: this thread from the first,
+// threads with no split left to start (the stage's last wave) from the last; every document is
+// accounted and serialized here, in input order, whoever cleaned it.
 absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const InputSplit& split,
                                          const CleanOptions& options, CleanerPool* pool,
-                                         SplitDecoders* decoders) {
+                                         SplitDecoders* decoders, SharedWork* shared) {
   SplitResult out;
   CleanReport& rep = out.partial;
   auto file_error = [&](const absl::Status& s, uint64_t last_line) -> absl::Status {
@@ -88,19 +96,20 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
   }
   std::unique_ptr<RecordReader> reader = std::move(*reader_or);
   std::unique_ptr<Cleaner> cleaner = pool->Take();
+  // Reused from split to split on this thread (the reader refills every field of a document).
+  // Named through references, which the item below captures: a helper running it on its own
+  // thread must see this thread's vectors, not its own thread_local ones.
+  thread_local std::vector<Document> docs_tl;
+  thread_local std::vector<CleanResult> helped_tl;
+  std::vector<Document>& docs = docs_tl;
+  std::vector<CleanResult>& helped = helped_tl;
   CleanResult result;
-  Document doc;  // reused: the reader refills every field
   std::string extra;
   uint64_t last_line = 0;
   absl::Status status;
-  while (true) {
-    absl::StatusOr<bool> more = reader->Next(&doc);
-    if (!more.ok()) {
-      status = file_error(more.status(), last_line);
-      break;
-    }
-    if (!*more) break;
-    last_line = doc.line;
+  // Counts document `doc`, cleaned into `r` (unless a bad record), and adds it to the kept or the
+  // rejected records.
+  auto account = [&](Document& doc, CleanResult& r) {
     ++rep.counts.docs_in;
     rep.counts.bytes_in += doc.text.size();
     rep.record_bytes += doc.input_bytes;
@@ -112,34 +121,66 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
       ++rep.reasons["bad_record"];
       ReasonsJson({"bad_record"}, doc.error, &extra);
       out.rejected.Add(doc, extra);
-      continue;
+      return;
     }
-    cleaner->Clean(doc.text, &result);
     // The JSONL reader already replaced invalid UTF-8 (to parse the line): apply the policy here.
-    result.counters.invalid_utf8_sequences += doc.invalid_utf8;
+    r.counters.invalid_utf8_sequences += doc.invalid_utf8;
     if (doc.invalid_utf8 > 0 && options.utf8 == Utf8Policy::kReject &&
-        (result.reasons.empty() || result.reasons[0] != "invalid_utf8")) {
-      result.reasons.insert(result.reasons.begin(), "invalid_utf8");
-      result.reason_filters.insert(result.reason_filters.begin(), 0);
+        (r.reasons.empty() || r.reasons[0] != "invalid_utf8")) {
+      r.reasons.insert(r.reasons.begin(), "invalid_utf8");
+      r.reason_filters.insert(r.reason_filters.begin(), 0);
     }
-    rep.normalize.Add(result.counters);
-    if (result.keep()) {
+    rep.normalize.Add(r.counters);
+    if (r.keep()) {
       ++rep.counts.docs_out;
-      rep.counts.bytes_out += result.text.size();
-      doc.text.swap(result.text);
+      rep.counts.bytes_out += r.text.size();
+      doc.text.swap(r.text);
       out.kept.Add(doc);
     } else {
       ++rep.counts.docs_rejected;
       rep.bytes_rejected += doc.text.size();
-      for (size_t i = 0; i < result.reasons.size(); ++i) {
-        ++rep.reasons[result.reasons[i]];
-        ++rep.filter_rejected[result.reason_filters[i]];
+      for (size_t i = 0; i < r.reasons.size(); ++i) {
+        ++rep.reasons[r.reasons[i]];
+        ++rep.filter_rejected[r.reason_filters[i]];
       }
-      ++rep.first_filter_rejected[result.reason_filters[0]];
-      ReasonsJson(result.reasons, "", &extra);
-      doc.text.swap(result.text);
+      ++rep.first_filter_rejected[r.reason_filters[0]];
+      ReasonsJson(r.reasons, "", &extra);
+      doc.text.swap(r.text);
       out.rejected.Add(doc, extra);
     }
+  };
+  bool more = true;
+  while (more) {
+    size_t n = 0;
+    uint64_t batch_bytes = 0;
+    while (batch_bytes < kBatchBytes) {
+      if (docs.size() <= n) docs.emplace_back();
+      absl::StatusOr<bool> next = reader->Next(&docs[n]);
+      if (!next.ok()) {
+        // The documents read before it are cleaned and kept first, as one by one.
+        status = file_error(next.status(), last_line);
+        more = false;
+        break;
+      }
+      more = *next;
+      if (!more) break;
+      last_line = docs[n].line;
+      batch_bytes += docs[n].text.size();
+      ++n;
+    }
+    if (helped.size() < n) helped.resize(n);
+    const size_t meet = shared->Run(n, [&](size_t k, bool by_owner) {
+      Document& doc = docs[k];
+      if (by_owner) {
+        if (doc.error.empty()) cleaner->Clean(doc.text, &result);
+        account(doc, result);
+      } else if (doc.error.empty()) {
+        std::unique_ptr<Cleaner> own = pool->Take();
+        own->Clean(doc.text, &helped[k]);
+        pool->Give(std::move(own));
+      }
+    });
+    for (size_t k = meet; k < n; ++k) account(docs[k], helped[k]);
   }
   out.bytes_consumed = reader->bytes_consumed();
   pool->Give(std::move(cleaner));
@@ -333,11 +374,12 @@ absl::StatusOr<CleanReport> RunCleanFiles(Env* env, const std::vector<InputFile>
   CleanerPool cleaners(options);
   Progress progress("clean", total_bytes, Progress::Unit::kBytes, !run.progress);
 
+  SharedWork shared;  // the last wave's documents, cleaned by threads with no split to start
   absl::Status st = OrderedParallel<SplitResult>(
       &pool, splits.size(), 2 * static_cast<size_t>(pool.size()),
       [&](size_t i) -> absl::StatusOr<SplitResult> {
         return ProcessSplit(env, files[splits[i].file_index], splits[i], options, &cleaners,
-                            &decoders);
+                            &decoders, &shared);
       },
       [&](size_t i, SplitResult&& r) -> absl::Status {
         RETURN_IF_ERROR(kept_writer->AppendBatch(r.kept));
@@ -346,7 +388,8 @@ absl::StatusOr<CleanReport> RunCleanFiles(Env* env, const std::vector<InputFile>
         if (r.file_error) report.file_errors.push_back(std::move(*r.file_error));
         progress.Add(splits[i].bytes);
         return absl::OkStatus();
-      });
+      },
+      [&] { return shared.Help(); });
   if (!st.ok()) return Annotate(st, "clean");
   ASSIGN_OR_RETURN(auto parts, FinishAll({kept_writer.get(), reject_writer.get()}));
   report.kept_parts = std::move(parts[0]);

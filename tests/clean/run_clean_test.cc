@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "clean/run_clean.h"
 #include "common/env.h"
 #include "common/records.h"
@@ -297,6 +298,48 @@ TEST(RunCleanTest, ByteIdenticalForAnyThreadCountAndSplitSize) {
   }
   EXPECT_EQ(ReadParts(t.Join("one/rejects")), ReadParts(t.Join("four/rejects")));
   EXPECT_EQ(one->reasons, four->reasons);
+}
+
+// One split, so every thread but its owner finds nothing to start and cleans the split's last
+// documents (common/shared_work.h): kept and rejected records (bad records among them), reasons
+// and counts as one thread's.
+TEST(RunCleanTest, IdleThreadsHelpingWithTheLastSplitChangeNoByte) {
+  TempDir t;
+  std::string lines;
+  for (int i = 0; i < 451; ++i) {
+    if (i % 13 == 5) {
+      lines += "{\"text\": \"not closed\n";
+    } else {
+      std::string text = (i % 7 == 0) ? "too short" : GoodText(i);
+      if (i % 17 == 3) text += " caf\xe9";  // invalid UTF-8, replaced by the reader
+      lines += JsonLine(text);
+    }
+  }
+  const std::string corpus = t.Join("one.jsonl");
+  Write(corpus, lines);
+  CleanOptions o;
+  o.split_bytes = 64 << 20;
+  auto one = RunClean(Env::Default(), {corpus}, t.Join("one"), o, Quiet(1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->counts.docs_in, 451u);
+  EXPECT_GT(one->counts.docs_rejected, 0u);
+  EXPECT_EQ(one->bad_records, 35u);
+  EXPECT_GT(one->normalize.invalid_utf8_sequences, 0u);
+  for (int threads : {4, 8}) {
+    const std::string dir = t.Join(absl::StrCat("t", threads));
+    auto many = RunClean(Env::Default(), {corpus}, dir, o, Quiet(threads));
+    ASSERT_TRUE(many.ok()) << many.status();
+    ASSERT_EQ(one->kept_parts.size(), many->kept_parts.size());
+    for (size_t i = 0; i < one->kept_parts.size(); ++i) {
+      EXPECT_EQ(*ReadFileToString(Env::Default(), one->kept_parts[i].path),
+                *ReadFileToString(Env::Default(), many->kept_parts[i].path));
+    }
+    EXPECT_EQ(ReadParts(t.Join("one/rejects")), ReadParts(dir + "/rejects"));
+    EXPECT_EQ(one->reasons, many->reasons);
+    EXPECT_EQ(one->counts.docs_out, many->counts.docs_out);
+    EXPECT_EQ(one->bad_records, many->bad_records);
+    EXPECT_EQ(one->normalize.invalid_utf8_sequences, many->normalize.invalid_utf8_sequences);
+  }
 }
 
 TEST(RunCleanTest, ConservationAndTaskSlices) {

@@ -26,6 +26,7 @@
 #include "common/ordered.h"
 #include "common/progress.h"
 #include "common/rng.h"
+#include "common/shared_work.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
 #include "common/thread_pool.h"
@@ -85,15 +86,11 @@ absl::Status RunSignatures(Ctx& c) {
   }
   const std::unique_ptr<SplitDecoders> decoders = PassDecoders(c, mine);
   const size_t window = SplitWindow(c, 2);
+  SharedWork shared;  // the last wave's documents, computed by threads with no split to start
   RETURN_IF_ERROR(OrderedParallel<SplitOut>(
       c.pool.get(), mine.size(), window,
       [&](size_t i) -> absl::StatusOr<SplitOut> {
         SplitOut out;
-        std::vector<uint64_t> shingles;
-        std::string scratch, exact_scratch;
-        std::vector<uint64_t> sig(c.opt.num_perm);
-        std::vector<uint64_t> band_hashes(static_cast<size_t>(bands));
-        std::vector<std::pair<uint64_t, uint64_t>> doc_lines;
         out.gathered = cache != nullptr && cache->open();
         // Adds this document's shingles to the cache; the split is not kept once one does not fit.
         auto gather = [&](std::span<const uint64_t> hashes) {
@@ -105,51 +102,97 @@ absl::Status RunSignatures(Ctx& c) {
             out.shingles = {};
           }
         };
-        RETURN_IF_ERROR(ForEachDoc(c, mine[i], [&](uint64_t key, const Document& doc) -> absl::Status {
+        // A document's record as computed (by this thread or a helper), then accounted here.
+        struct DocSig {
+          SigRecord r{};
+          std::vector<uint64_t> bands;
+          std::vector<uint64_t> shingles;
+          std::vector<std::pair<uint64_t, uint64_t>> lines;
+        };
+        // Computes the record of `doc` into *d: on whichever thread runs it, with that thread's
+        // scratch.
+        auto compute = [&](const Document& doc, uint64_t key, DocSig* d) {
+          thread_local std::string scratch, exact_scratch;
+          thread_local std::vector<uint64_t> sig;
+          sig.resize(c.opt.num_perm);
+          d->bands.resize(static_cast<size_t>(bands));
+          d->r = SigRecord{};
+          d->r.key = key;
+          d->lines.clear();
+          if (!doc.error.empty()) {
+            d->r.flags = format::kFlagBadRecord;
+            std::fill(d->bands.begin(), d->bands.end(), ~uint64_t{0});
+            return;
+          }
+          Hash128 h = ExactHash(doc.text, c.opt.exact_normalize, &exact_scratch);
+          d->r.exact_hi = h.high;
+          d->r.exact_lo = h.low;
+          if (c.opt.near) {
+            ShingleHashesUnordered(doc.text, c.opt.shingle, &d->shingles, &scratch);
+          } else {
+            d->shingles.clear();
+          }
+          d->r.shingles = static_cast<uint32_t>(std::min<size_t>(d->shingles.size(), UINT32_MAX));
+          if (d->shingles.empty()) {
+            d->r.flags |= format::kFlagNoShingles;
+            std::fill(d->bands.begin(), d->bands.end(), ~uint64_t{0});
+          } else {
+            hasher.Compute(d->shingles, sig.data());
+            for (int b = 0; b < bands; ++b) d->bands[b] = BandHash(sig.data(), b, c.opt.rows);
+          }
+          if (c.opt.line_dedup) {
+            ForEachLine(doc.text, [&](std::string_view line, bool) {
+              if (IsBlank(line)) return;
+              Hash128 lh = Hash128Of(line);
+              d->lines.emplace_back(lh.high, lh.low);
+            });
+            std::sort(d->lines.begin(), d->lines.end());
+            d->lines.erase(std::unique(d->lines.begin(), d->lines.end()), d->lines.end());
+          }
+        };
+        // Adds a computed document to the split's output, in input order.
+        auto account = [&](const Document& doc, uint64_t key, const DocSig& d) {
           ++out.docs;
           out.bytes += doc.input_bytes;
-          SigRecord r{};
-          r.key = key;
           out.ids.emplace_back(key, doc.id());
           if (!doc.error.empty()) {
             if (out.gathered) gather({});
             ++out.bad;
-            r.flags = format::kFlagBadRecord;
-            std::fill(band_hashes.begin(), band_hashes.end(), ~uint64_t{0});
           } else {
-            Hash128 h = ExactHash(doc.text, c.opt.exact_normalize, &exact_scratch);
-            r.exact_hi = h.high;
-            r.exact_lo = h.low;
-            if (c.opt.near) {
-              ShingleHashesUnordered(doc.text, c.opt.shingle, &shingles, &scratch);
-            } else {
-              shingles.clear();
-            }
-            r.shingles = static_cast<uint32_t>(std::min<size_t>(shingles.size(), UINT32_MAX));
-            if (shingles.empty()) {
-              r.flags |= format::kFlagNoShingles;
-              std::fill(band_hashes.begin(), band_hashes.end(), ~uint64_t{0});
-            } else {
-              hasher.Compute(shingles, sig.data());
-              for (int b = 0; b < bands; ++b) band_hashes[b] = BandHash(sig.data(), b, c.opt.rows);
-            }
-            if (out.gathered) gather(shingles);
-            if (c.opt.line_dedup) {
-              doc_lines.clear();
-              ForEachLine(doc.text, [&](std::string_view line, bool) {
-                if (IsBlank(line)) return;
-                Hash128 lh = Hash128Of(line);
-                doc_lines.emplace_back(lh.high, lh.low);
-              });
-              std::sort(doc_lines.begin(), doc_lines.end());
-              doc_lines.erase(std::unique(doc_lines.begin(), doc_lines.end()), doc_lines.end());
-              for (const auto& [hi, lo] : doc_lines) out.lines.push_back(LineRecord{hi, lo, key});
-            }
+            if (out.gathered) gather(d.shingles);
+            for (const auto& [hi, lo] : d.lines) out.lines.push_back(LineRecord{hi, lo, key});
           }
-          out.sigs.append(reinterpret_cast<const char*>(&r), sizeof(r));
-          out.sigs.append(reinterpret_cast<const char*>(band_hashes.data()), 8 * band_hashes.size());
-          return absl::OkStatus();
-        }, &progress, decoders.get()));
+          out.sigs.append(reinterpret_cast<const char*>(&d.r), sizeof(d.r));
+          out.sigs.append(reinterpret_cast<const char*>(d.bands.data()), 8 * d.bands.size());
+        };
+        // The split's documents a batch at a time through `shared`: this thread from the first,
+        // threads with no split left to start (the last wave) from the last, into `helped` by
+        // document. Named through references, which the item captures: a helper running it must
+        // see this thread's vectors, not its own thread_local ones.
+        thread_local std::vector<Document> docs_tl;
+        thread_local std::vector<uint64_t> keys_tl;
+        thread_local std::vector<DocSig> helped_tl;
+        std::vector<Document>& docs = docs_tl;
+        std::vector<uint64_t>& keys = keys_tl;
+        std::vector<DocSig>& helped = helped_tl;
+        DocSig own;
+        RETURN_IF_ERROR(ForEachDocBatch(
+            c, mine[i], &keys, &docs,
+            [&](const std::vector<uint64_t>& ks, std::vector<Document>& ds,
+                size_t n) -> absl::Status {
+              if (helped.size() < n) helped.resize(n);
+              const size_t meet = shared.Run(n, [&](size_t k, bool by_owner) {
+                if (by_owner) {
+                  compute(ds[k], ks[k], &own);
+                  account(ds[k], ks[k], own);
+                } else {
+                  compute(ds[k], ks[k], &helped[k]);
+                }
+              });
+              for (size_t k = meet; k < n; ++k) account(ds[k], ks[k], helped[k]);
+              return absl::OkStatus();
+            },
+            &progress, decoders.get()));
         return out;
       },
       [&](size_t i, SplitOut&& out) -> absl::Status {
@@ -181,7 +224,8 @@ absl::Status RunSignatures(Ctx& c) {
         stats[kBytesIn] += out.bytes;
         stats[kInputBytes] += out.bytes;
         return absl::OkStatus();
-      }));
+      },
+      [&] { return shared.Help(); }));
   if (cache != nullptr) {
     if (trial) {
       stats[kTrialSplits] = trial->splits();

@@ -214,6 +214,38 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
   return absl::OkStatus();
 }
 
+// As ForEachDoc, a batch of documents at a time: fn(keys, docs, n) with the batch in the first n of
+// `*keys` and `*docs` (the caller's, refilled batch after batch: a Document keeps its buffers), about
+// kDocBatchBytes of text each. A read error is returned before the documents read with it are
+// handed over.
+inline constexpr uint64_t kDocBatchBytes = 2ull << 20;
+template <typename Fn>
+absl::Status ForEachDocBatch(const Ctx& c, size_t split_index, std::vector<uint64_t>* keys,
+                             std::vector<Document>* docs, Fn fn, Progress* progress = nullptr,
+                             SplitDecoders* decoders = nullptr) {
+  const InputSplit& split = c.splits[split_index];
+  ASSIGN_OR_RETURN(auto reader, OpenSplitReader(c, split_index, decoders));
+  uint64_t ordinal = 0;
+  SplitProgress report(progress, split.bytes);
+  for (bool more = true; more;) {
+    size_t n = 0;
+    uint64_t bytes = 0;
+    while (bytes < kDocBatchBytes) {
+      if (docs->size() <= n) docs->emplace_back();
+      if (keys->size() <= n) keys->emplace_back();
+      ASSIGN_OR_RETURN(more, reader->Next(&(*docs)[n]));
+      report.Report(more ? reader->bytes_consumed() : split.bytes);
+      if (!more) break;
+      ASSIGN_OR_RETURN((*keys)[n], SplitKey(c, split_index, ordinal));
+      bytes += (*docs)[n].text.size();
+      ++ordinal;
+      ++n;
+    }
+    if (n > 0) RETURN_IF_ERROR(fn(*keys, *docs, n));
+  }
+  return absl::OkStatus();
+}
+
 // As ForEachDoc, but a record whose line is exactly the record as grist writes it comes as that
 // line, unparsed (RecordReader::NextLineOrDoc): line_fn(key, line) for those, doc_fn(key, doc) for
 // the others.

@@ -161,6 +161,58 @@ TEST(Dedup, ByteIdenticalForAnyThreadOrTaskCount) {
   EXPECT_EQ(parts, 3);
 }
 
+// One split, so every thread but its owner finds nothing to start and computes the split's last
+// documents' records (common/shared_work.h): the signatures stage's files, and a whole run's
+// output and counts with the shingles kept and line dedup on, are those of one thread.
+TEST(Dedup, IdleThreadsHelpingWithTheLastSplitChangeNoByte) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  std::string corpus = FamilyCorpus(30, 10);
+  corpus += "{\"text\": \"not closed\n";
+  corpus += FamilyCorpus(10, 5);
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, corpus).ok());
+  DedupOptions o = Budget64();
+  o.split_bytes = 64 << 20;  // one split
+  o.line_dedup = true;
+  std::map<std::string, std::string> want_sig;
+  std::string want_kept, want_removed, want_report;
+  for (int threads : {1, 4, 8}) {
+    const std::string sig_out = tmp.Join(absl::StrCat("sig", threads));
+    auto st = RunDedupStage(Env::Default(), DedupStage::kSignatures, {input}, sig_out, o,
+                            Quiet(threads));
+    ASSERT_TRUE(st.ok()) << st.status();
+    const std::string sig_dir = JoinPath(sig_out, ".dedup-work/sig");
+    auto names = Env::Default()->ListDir(sig_dir);
+    ASSERT_TRUE(names.ok()) << names.status();
+    std::map<std::string, std::string> files;
+    for (const std::string& n : *names) {
+      files[n] = *ReadFileToString(Env::Default(), JoinPath(sig_dir, n));
+    }
+    ASSERT_GE(files.size(), 3u);  // sig, ids, lines
+
+    DedupOptions whole = o;
+    whole.keep_shingles = DedupOptions::KeepShingles::kAlways;
+    const std::string out = tmp.Join(absl::StrCat("whole", threads));
+    auto r = RunDedup(Env::Default(), {input}, out, whole, Quiet(threads));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->shingles_kept, 1u);
+    EXPECT_EQ(r->sets_from_input, 0u);
+    if (threads == 1) {
+      EXPECT_GT(r->removed_near, 20u);
+      EXPECT_EQ(r->counts.docs_rejected, 1u);
+      want_sig = files;
+      want_kept = OutputBytes(out);
+      want_removed = OutputBytes(JoinPath(out, "removed"));
+      want_report = r->CountsJson();
+      continue;
+    }
+    EXPECT_EQ(files, want_sig) << threads << " threads";
+    EXPECT_EQ(OutputBytes(out), want_kept) << threads << " threads";
+    EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), want_removed) << threads << " threads";
+    EXPECT_EQ(r->CountsJson(), want_report) << threads << " threads";
+  }
+}
+
 TEST(Dedup, StageRefusesIncompleteTaskSetAndNamesTheMissingTask) {
   TempDir tmp;
   const std::string input = tmp.Join("in.jsonl");

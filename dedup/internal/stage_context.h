@@ -214,9 +214,9 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
   return absl::OkStatus();
 }
 
-// As ForEachDoc, a batch of documents at a time: fn(keys, docs, n) with the batch in the first n of
-// `*keys` and `*docs` (the caller's, refilled batch after batch: a Document keeps its buffers), about
-// kDocBatchBytes of text each. A read error is returned before the documents read with it are
+// As ForEachDoc, a batch of documents at a time: fn(keys, docs, n) with the batch in the first n
+// of `*keys` and `*docs` (the caller's, refilled batch after batch: a Document keeps its
+// buffers), about kDocBatchBytes of text each. A read error is returned before the documents read with it are
 // handed over.
 inline constexpr uint64_t kDocBatchBytes = 2ull << 20;
 template <typename Fn>

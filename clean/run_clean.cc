@@ -72,9 +72,10 @@ void ReasonsJson(const std::vector<std::string>& reasons, const std::string& err
   }
 }
 
-// The text read from a split before its documents are cleaned: a batch of about this many bytes
-// (the documents of a 512 KiB frame at once; a larger split in batches, to bound what is held).
-constexpr uint64_t kBatchBytes = 2ull << 20;
+// The text read from a split before its documents are cleaned: a batch of about this many bytes,
+// small enough that the text is still in the core's cache when cleaned; threads that help (below)
+// wait for the next batch while its owner reads it.
+constexpr uint64_t kBatchBytes = 256ull << 10;
 
 // Cleans one split's documents a batch at a time through `shared`: this thread from the first,
 // threads with no split left to start (the stage's last wave) from the last; every document is
@@ -389,7 +390,7 @@ absl::StatusOr<CleanReport> RunCleanFiles(Env* env, const std::vector<InputFile>
         progress.Add(splits[i].bytes);
         return absl::OkStatus();
       },
-      [&] { return shared.Help(); });
+      [&] { return shared.Help(absl::Milliseconds(1)); });
   if (!st.ok()) return Annotate(st, "clean");
   ASSIGN_OR_RETURN(auto parts, FinishAll({kept_writer.get(), reject_writer.get()}));
   report.kept_parts = std::move(parts[0]);

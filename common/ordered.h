@@ -5,9 +5,10 @@
 // for the consumer when the window is full. The first error (by index order among the items started)
 // stops the run and is returned; items after it are not emitted.
 //
-// `help`, if given, is called by a worker that finds no item left to start, again and again until
-// it returns false (SharedWork::Help: the worker then runs documents of the splits still in
-// progress), before the worker leaves.
+// `help`, if given, is called by a worker that finds no item left to start, again and again while
+// it returns true or another item is still being processed (SharedWork::Help: the worker then runs
+// documents of the splits still in progress), before the worker leaves. When it has nothing to do
+// it should wait a little (for work appearing) rather than return at once, or the worker spins.
 #ifndef GRIST_COMMON_ORDERED_H_
 #define GRIST_COMMON_ORDERED_H_
 
@@ -43,6 +44,7 @@ absl::Status OrderedParallel(ThreadPool* pool, size_t n, size_t window,
   size_t next_to_emit = 0;    // guarded by mu
   bool stop = false;          // guarded by mu
   int running = 0;            // guarded by mu
+  size_t processing = 0;      // items in process(); guarded by mu
   absl::Status first_error;   // guarded by mu
   std::map<size_t, absl::StatusOr<R>> done;  // guarded by mu
 
@@ -62,17 +64,22 @@ absl::Status OrderedParallel(ThreadPool* pool, size_t n, size_t window,
           mu.Await(absl::Condition(&can_start));
           if (stop) break;
           helping = next_to_start >= n;
-          if (!helping) i = next_to_start++;
+          if (!helping) {
+            i = next_to_start++;
+            ++processing;
+          }
         }
         if (helping) {
-          if (help) {
-            while (help()) {
-            }
+          while (help) {
+            if (help()) continue;
+            absl::MutexLock l(&mu);
+            if (stop || processing == 0) break;
           }
           break;
         }
         absl::StatusOr<R> r = process(i);
         absl::MutexLock l(&mu);
+        --processing;
         done.emplace(i, std::move(r));
       }
       absl::MutexLock l(&mu);

@@ -42,19 +42,28 @@ size_t SharedWork::Run(size_t n, absl::FunctionRef<void(size_t, bool)> item) {
   return static_cast<size_t>(Back(unit.range.load(std::memory_order_acquire)));
 }
 
-bool SharedWork::Help() {
+bool SharedWork::Help(absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
   while (true) {
     Unit* unit = nullptr;
     {
       absl::MutexLock l(&mu_);
-      uint64_t most = 0;
-      for (Unit* u : units_) {
-        const uint64_t r = u->range.load(std::memory_order_relaxed);
-        const uint64_t left = Front(r) < Back(r) ? Back(r) - Front(r) : 0;
-        if (left > most) {
-          most = left;
-          unit = u;
+      auto choose = [&] {
+        uint64_t most = 0;
+        unit = nullptr;
+        for (Unit* u : units_) {
+          const uint64_t r = u->range.load(std::memory_order_relaxed);
+          const uint64_t left = Front(r) < Back(r) ? Back(r) - Front(r) : 0;
+          if (left > most) {
+            most = left;
+            unit = u;
+          }
         }
+        return unit != nullptr;
+      };
+      // Re-evaluated whenever mu_ is released (a Run registering its unit), until the deadline.
+      if (!choose() && wait > absl::ZeroDuration()) {
+        mu_.AwaitWithDeadline(absl::Condition(&choose), deadline);
       }
       if (unit == nullptr) return false;
       ++unit->helpers;  // the owner's Run does not return before this helper leaves

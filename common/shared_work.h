@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace grist {
 
@@ -37,8 +38,9 @@ class SharedWork {
   size_t Run(size_t n, absl::FunctionRef<void(size_t, bool)> item);
 
   // Runs one item no thread has taken, of the Run with the most of them, and returns true; returns
-  // false at once when no Run has one left.
-  bool Help();
+  // false when no Run has one left, at once or after waiting up to `wait` for one (a Run starting:
+  // the owner of a split reading its next batch).
+  bool Help(absl::Duration wait = absl::ZeroDuration());
 
  private:
   struct Unit {

@@ -225,7 +225,7 @@ absl::Status RunSignatures(Ctx& c) {
         stats[kInputBytes] += out.bytes;
         return absl::OkStatus();
       },
-      [&] { return shared.Help(); }));
+      [&] { return shared.Help(absl::Milliseconds(1)); }));
   if (cache != nullptr) {
     if (trial) {
       stats[kTrialSplits] = trial->splits();

@@ -20,9 +20,10 @@
 namespace grist::tokenize {
 namespace {
 
-// The text read from a split before its documents are encoded: a batch of about this many bytes
-// (the documents of a 512 KiB frame at once; a larger split in batches, to bound what is held).
-constexpr uint64_t kBatchBytes = 2ull << 20;
+// The text read from a split before its documents are encoded: a batch of about this many bytes,
+// small enough that the text is still in the core's cache when encoded; threads that help (below)
+// wait for the next batch while its owner reads it.
+constexpr uint64_t kBatchBytes = 256ull << 10;
 
 struct SplitResult {
   std::vector<int> ids;          // all documents' ids, concatenated
@@ -239,7 +240,8 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   rep.phase_seconds.start = encode_start;
   RETURN_IF_ERROR(OrderedParallel<SplitResult>(&pool, splits.size(),
                                                static_cast<size_t>(pool.size()) * 2, process,
-                                               emit, [&] { return shared.Help(); }));
+                                               emit,
+                                               [&] { return shared.Help(absl::Milliseconds(1)); }));
   rep.phase_seconds.encode = sw.Seconds() - encode_start;
   ASSIGN_OR_RETURN(DatasetInfo info, writer->Finish());
   rep.counts.bytes_out = info.bin_bytes + info.idx_bytes;

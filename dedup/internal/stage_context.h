@@ -216,9 +216,9 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
 
 // As ForEachDoc, a batch of documents at a time: fn(keys, docs, n) with the batch in the first n
 // of `*keys` and `*docs` (the caller's, refilled batch after batch: a Document keeps its
-// buffers), about kDocBatchBytes of text each. A read error is returned before the documents read with it are
-// handed over.
-inline constexpr uint64_t kDocBatchBytes = 2ull << 20;
+// buffers), about kDocBatchBytes of text each (still in the core's cache when used). A read error
+// is returned before the documents read with it are handed over.
+inline constexpr uint64_t kDocBatchBytes = 256ull << 10;
 template <typename Fn>
 absl::Status ForEachDocBatch(const Ctx& c, size_t split_index, std::vector<uint64_t>* keys,
                              std::vector<Document>* docs, Fn fn, Progress* progress = nullptr,

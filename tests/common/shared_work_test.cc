@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/ordered.h"
 #include "common/thread_pool.h"
 
@@ -105,17 +107,23 @@ TEST(SharedWorkTest, ManyOwnersAndHelpersRunEveryItemOnce) {
   EXPECT_FALSE(w.Help());
 }
 
-// OrderedParallel hands a worker that finds no item left to `help` until it returns false (item 1
-// waits for that: the worker not running it finds none left to start), and emits what it would
-// without it.
-TEST(SharedWorkTest, OrderedParallelCallsHelpOnceNoItemIsLeft) {
+// OrderedParallel hands a worker that finds no item left to `help`, and keeps calling it while
+// another item is still being processed, even when it returns false (no work yet: the owner of a
+// split reading its next batch): item 1 waits for five calls returning false. The emitted results
+// are those without it.
+TEST(SharedWorkTest, OrderedParallelCallsHelpWhileAnItemIsProcessed) {
   ThreadPool pool(4);
   std::atomic<int> calls{0};
+  std::atomic<bool> saw_calls{false};
   std::vector<size_t> emitted;
   ASSERT_TRUE(OrderedParallel<size_t>(
                   &pool, 2, 4,
                   [&](size_t i) -> absl::StatusOr<size_t> {
-                    while (i == 1 && calls.load() == 0) std::this_thread::yield();
+                    if (i == 1) {
+                      const absl::Time give_up = absl::Now() + absl::Seconds(30);
+                      while (calls.load() < 5 && absl::Now() < give_up) std::this_thread::yield();
+                      saw_calls = calls.load() >= 5;
+                    }
                     return i * 10;
                   },
                   [&](size_t i, size_t&& r) {
@@ -123,14 +131,35 @@ TEST(SharedWorkTest, OrderedParallelCallsHelpOnceNoItemIsLeft) {
                     emitted.push_back(i);
                     return absl::OkStatus();
                   },
-                  [&] { return ++calls < 3; })
+                  [&] {
+                    ++calls;
+                    return false;
+                  })
                   .ok());
+  EXPECT_TRUE(saw_calls.load());
   EXPECT_EQ(emitted, (std::vector<size_t>{0, 1}));
-  // Two workers (min of the pool and the items): the one that found nothing left called until its
-  // first false (two trues, then false); the other may call once more (false) or find the run
-  // over.
-  EXPECT_GE(calls.load(), 3);
-  EXPECT_LE(calls.load(), 4);
+}
+
+// Help with a wait takes an item of a Run that starts while it waits.
+TEST(SharedWorkTest, HelpWaitsForARunToStart) {
+  SharedWork w;
+  std::atomic<bool> helped{false};
+  std::thread helper([&] { helped = w.Help(absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(20));
+  absl::Notification taken;
+  std::atomic<int> by_helper{0};
+  w.Run(4, [&](size_t k, bool by_owner) {
+    if (!by_owner) {
+      ++by_helper;
+      taken.Notify();
+    } else if (k == 0) {
+      taken.WaitForNotification();
+    }
+  });
+  helper.join();
+  EXPECT_TRUE(helped.load());
+  EXPECT_EQ(by_helper.load(), 1);
+  EXPECT_FALSE(w.Help(absl::Milliseconds(5)));
 }
 
 }  // namespace

@@ -94,7 +94,10 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok_or = absl::UnknownError("model not loaded");
   std::jthread model_thread([&] {
     Stopwatch msw;
-    if (model == nullptr) tok_or = Tokenizer::Load(env, options.model_path);
+    if (model == nullptr) {
+      tok_or = Tokenizer::Load(env, options.model_path,
+                               /*build_native=*/options.encode.engine == Engine::kGrist);
+    }
     const Tokenizer* t = model != nullptr ? model : tok_or.ok() ? tok_or->get() : nullptr;
     if (t != nullptr && options.encode.engine == Engine::kGrist) (void)t->native();
     rep.phase_seconds.model = msw.Seconds();

@@ -1,5 +1,6 @@
 #include "tokenize/tokenizer.h"
 
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,10 +57,18 @@ size_t FindCut(std::string_view text, size_t target) {
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string model_bytes,
-                                                                std::string source) {
+                                                                std::string source,
+                                                                bool build_native) {
   auto t = std::unique_ptr<Tokenizer>(new Tokenizer());
+  t->model_bytes_ = std::move(model_bytes);
+  // grist's encoder's tables, if asked for now, on a thread of their own while SentencePiece
+  // parses the model here (each ~10 ms for a 32k model: they were the serial start of every
+  // `grist tokenize encode`, one after the other). Declared after `t`, so joined before `t` goes
+  // (an error) and after the result has taken it: the thread holds the object, not `t`.
+  std::jthread native;
+  if (build_native) native = std::jthread([raw = t.get()] { (void)raw->Bpe(); });
   t->sp_ = std::make_unique<internal::Spm>();
-  internal::SpmStatus s = t->sp_->Load(model_bytes);
+  internal::SpmStatus s = t->sp_->Load(t->model_bytes_);
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not a loadable SentencePiece model (", s.message, ")"));
@@ -68,16 +77,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string mode
     return absl::InvalidArgumentError(absl::StrCat(source, ": SentencePiece model has no pieces"));
   }
   internal::ModelFacts f;
-  if (!internal::ParseModelFacts(model_bytes, &f)) {
+  if (!internal::ParseModelFacts(t->model_bytes_, &f) ||
+      f.pieces.size() != static_cast<size_t>(t->sp_->PieceSize())) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": model protobuf does not parse"));
   }
   static const char* const kTypes[] = {"unknown", "unigram", "bpe", "word", "char"};
   t->model_type_ = (f.model_type >= 1 && f.model_type <= 4) ? kTypes[f.model_type] : "unknown";
   bool cut = f.add_dummy_prefix && f.escape_whitespaces && !f.treat_whitespace_as_suffix;
-  const std::string kSpace = "\xe2\x96\x81";  // U+2581
-  for (int id = 0; cut && id < t->sp_->PieceSize(); ++id) {
-    const std::string p = t->sp_->IdToPiece(id);
-    for (size_t pos = p.find(kSpace, 1); pos != std::string::npos; pos = p.find(kSpace, pos + 3)) {
+  const std::string_view kSpace = "\xe2\x96\x81";  // U+2581
+  // The pieces as the model holds them (SentencePiece's IdToPiece gives the same strings, copied).
+  for (size_t id = 0; cut && id < f.pieces.size(); ++id) {
+    const std::string_view p = f.pieces[id].piece;
+    for (size_t pos = p.find(kSpace, 1); pos != std::string_view::npos;
+         pos = p.find(kSpace, pos + 3)) {
       if (pos < 3 || p.compare(pos - 3, 3, kSpace) != 0) {
         cut = false;
         break;
@@ -85,16 +97,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(std::string mode
     }
   }
   t->can_cut_ = cut;
-  t->model_bytes_ = std::move(model_bytes);
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::string& path) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(Env* env, const std::string& path,
+                                                           bool build_native) {
   auto bytes = ReadFileToString(env, path);
   if (!bytes.ok()) {
     return Annotate(bytes.status(), absl::StrCat("tokenizer model ", path));
   }
-  return FromBytes(std::move(*bytes), path);
+  return FromBytes(std::move(*bytes), path, build_native);
 }
 
 Tokenizer::~Tokenizer() = default;

@@ -68,9 +68,13 @@ struct EncodeOptions {
 class Tokenizer {
  public:
   // Loads a serialized SentencePiece model. InvalidArgument naming `source` when it does not parse.
+  // With `build_native`, grist's encoder's tables (native()) are built as well, beside
+  // SentencePiece's parse, on a thread of their own; otherwise at the first call that needs them.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromBytes(std::string model_bytes,
-                                                              std::string source);
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(Env* env, const std::string& path);
+                                                              std::string source,
+                                                              bool build_native = false);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(Env* env, const std::string& path,
+                                                         bool build_native = false);
   ~Tokenizer();
 
   // SentencePiece's ids for `text` (no BOS/EOS), appended to *ids. Errors from SentencePiece are

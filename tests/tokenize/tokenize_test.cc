@@ -262,6 +262,36 @@ TEST(TokenizeTest, BadModelIsAClearError) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(t.status().message()).find("/bad.model"), std::string::npos);
   EXPECT_EQ(Tokenizer::Load(&env, "/missing.model").status().code(), absl::StatusCode::kNotFound);
+  // The same with grist's encoder built beside the parse (its thread joined, nothing left).
+  auto built = Tokenizer::Load(&env, "/bad.model", /*build_native=*/true);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(built.status().message(), t.status().message());
+}
+
+// A model loaded with its encoder built beside SentencePiece's parse is the model loaded without:
+// the same engine, the same reason when not native, the same ids.
+TEST(TokenizeTest, TheEncoderBuiltAtLoadIsTheOneBuiltLater) {
+  TempDir tmp;
+  const std::vector<std::string> docs = RealDocs(SyntheticFile(tmp, 61, 200), 200);
+  ASSERT_GT(docs.size(), 100u);
+  for (const std::string type : {"bpe", "unigram"}) {
+    const std::string model = TrainedModel(tmp, type);
+    auto later = Tokenizer::Load(Env::Default(), model);
+    auto now = Tokenizer::Load(Env::Default(), model, /*build_native=*/true);
+    ASSERT_TRUE(later.ok() && now.ok()) << type;
+    EXPECT_EQ((*now)->native(), (*later)->native()) << type;
+    EXPECT_EQ((*now)->native(), type == "bpe");
+    EXPECT_EQ((*now)->native_why_not(), (*later)->native_why_not()) << type;
+    EXPECT_EQ((*now)->can_cut(), (*later)->can_cut()) << type;
+    EXPECT_EQ((*now)->vocab_size(), (*later)->vocab_size()) << type;
+    EncodeOptions o;
+    std::vector<int> a, b;
+    for (const std::string& d : docs) {
+      ASSERT_TRUE((*now)->Encode(d, o, &a).ok());
+      ASSERT_TRUE((*later)->Encode(d, o, &b).ok());
+      ASSERT_EQ(a, b) << type << ": " << d;
+    }
+  }
 }
 
 // The model loads on its own thread while the inputs are planned: with both bad, the model's

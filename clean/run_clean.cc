@@ -98,12 +98,8 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
   std::unique_ptr<RecordReader> reader = std::move(*reader_or);
   std::unique_ptr<Cleaner> cleaner = pool->Take();
   // Reused from split to split on this thread (the reader refills every field of a document).
-  // Named through references, which the item below captures: a helper running it on its own
-  // thread must see this thread's vectors, not its own thread_local ones.
-  thread_local std::vector<Document> docs_tl;
-  thread_local std::vector<CleanResult> helped_tl;
-  std::vector<Document>& docs = docs_tl;
-  std::vector<CleanResult>& helped = helped_tl;
+  thread_local std::vector<Document> docs;
+  thread_local std::vector<CleanResult> helped;
   CleanResult result;
   std::string extra;
   uint64_t last_line = 0;
@@ -169,19 +165,23 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
       batch_bytes += docs[n].text.size();
       ++n;
     }
-    if (helped.size() < n) helped.resize(n);
-    const size_t meet = shared->Run(n, [&](size_t k, bool by_owner) {
-      Document& doc = docs[k];
-      if (by_owner) {
-        if (doc.error.empty()) cleaner->Clean(doc.text, &result);
-        account(doc, result);
-      } else if (doc.error.empty()) {
-        std::unique_ptr<Cleaner> own = pool->Take();
-        own->Clean(doc.text, &helped[k]);
-        pool->Give(std::move(own));
-      }
-    });
-    for (size_t k = meet; k < n; ++k) account(docs[k], helped[k]);
+    Document* const batch = docs.data();  // this thread's, for a helper too
+    RETURN_IF_ERROR(RunInOrder(
+        shared, n, &result, &helped,
+        [&](size_t k, CleanResult* r, bool by_owner) {
+          if (!batch[k].error.empty()) return;  // a bad record: nothing to clean
+          if (by_owner) {
+            cleaner->Clean(batch[k].text, r);
+            return;
+          }
+          std::unique_ptr<Cleaner> own = pool->Take();
+          own->Clean(batch[k].text, r);
+          pool->Give(std::move(own));
+        },
+        [&](size_t k, CleanResult& r) {
+          account(batch[k], r);
+          return absl::OkStatus();
+        }));
   }
   out.bytes_consumed = reader->bytes_consumed();
   pool->Give(std::move(cleaner));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -54,6 +55,33 @@ class SharedWork {
   absl::Mutex mu_;
   std::vector<Unit*> units_ ABSL_GUARDED_BY(mu_);  // the Runs that may have items left
 };
+
+// A stage's batch of documents through `shared`: compute(k, slot, by_owner) for every k in
+// [0, n), on this thread (by_owner, into `*own`) or a helper's (into (*slots)[k]; `slots` grows
+// to n), and account(k, slot) on this thread for every k in order: as this thread goes for its own
+// items, after Run for the helpers'. compute must be safe to run for different k at once; account
+// may return an error, which ends the accounting (and this thread's computing) and is returned.
+// The caller's `slots` is typically its thread_local vector, passed by pointer: a helper must fill
+// the owner's slots, not its own thread_local ones (and compute must name the owner's batch the
+// same way: through pointers taken on the owner's thread, never a thread_local by name).
+template <typename Slot, typename Compute, typename Account>
+absl::Status RunInOrder(SharedWork* shared, size_t n, Slot* own, std::vector<Slot>* slots,
+                        Compute&& compute, Account&& account) {
+  if (slots->size() < n) slots->resize(n);
+  Slot* const helped = slots->data();
+  absl::Status status;
+  const size_t meet = shared->Run(n, [&](size_t k, bool by_owner) {
+    if (!by_owner) {
+      compute(k, &helped[k], false);
+      return;
+    }
+    if (!status.ok()) return;
+    compute(k, own, true);
+    status = account(k, *own);
+  });
+  for (size_t k = meet; k < n && status.ok(); ++k) status = account(k, helped[k]);
+  return status;
+}
 
 }  // namespace grist
 

@@ -165,32 +165,26 @@ absl::Status RunSignatures(Ctx& c) {
           out.sigs.append(reinterpret_cast<const char*>(&d.r), sizeof(d.r));
           out.sigs.append(reinterpret_cast<const char*>(d.bands.data()), 8 * d.bands.size());
         };
-        // The split's documents a batch at a time through `shared`: this thread from the first,
-        // threads with no split left to start (the last wave) from the last, into `helped` by
-        // document. Named through references, which the item captures: a helper running it must
-        // see this thread's vectors, not its own thread_local ones.
-        thread_local std::vector<Document> docs_tl;
-        thread_local std::vector<uint64_t> keys_tl;
-        thread_local std::vector<DocSig> helped_tl;
-        std::vector<Document>& docs = docs_tl;
-        std::vector<uint64_t>& keys = keys_tl;
-        std::vector<DocSig>& helped = helped_tl;
+        // The split's documents a batch at a time through `shared` (common/shared_work.h): this
+        // thread from the first, threads with no split left to start (the last wave) from the
+        // last, into `helped` by document; every record is added here, in input order.
+        thread_local std::vector<Document> docs;
+        thread_local std::vector<uint64_t> keys;
+        thread_local std::vector<DocSig> helped;
         DocSig own;
         RETURN_IF_ERROR(ForEachDocBatch(
             c, mine[i], &keys, &docs,
-            [&](const std::vector<uint64_t>& ks, std::vector<Document>& ds,
+            [&](const std::vector<uint64_t>& ks, const std::vector<Document>& ds,
                 size_t n) -> absl::Status {
-              if (helped.size() < n) helped.resize(n);
-              const size_t meet = shared.Run(n, [&](size_t k, bool by_owner) {
-                if (by_owner) {
-                  compute(ds[k], ks[k], &own);
-                  account(ds[k], ks[k], own);
-                } else {
-                  compute(ds[k], ks[k], &helped[k]);
-                }
-              });
-              for (size_t k = meet; k < n; ++k) account(ds[k], ks[k], helped[k]);
-              return absl::OkStatus();
+              const uint64_t* const batch_keys = ks.data();  // this thread's, for a helper too
+              const Document* const batch = ds.data();
+              return RunInOrder(
+                  &shared, n, &own, &helped,
+                  [&](size_t k, DocSig* d, bool) { compute(batch[k], batch_keys[k], d); },
+                  [&](size_t k, const DocSig& d) {
+                    account(batch[k], batch_keys[k], d);
+                    return absl::OkStatus();
+                  });
             },
             &progress, decoders.get()));
         return out;

@@ -25,6 +25,12 @@ namespace {
 // wait for the next batch while its owner reads it.
 constexpr uint64_t kBatchBytes = 256ull << 10;
 
+// One document's ids as encoded by the split's thread or a helper (common/shared_work.h).
+struct Encoded {
+  std::vector<int> ids;
+  absl::Status status;
+};
+
 struct SplitResult {
   std::vector<int> ids;          // all documents' ids, concatenated
   std::vector<uint32_t> lengths; // per kept document
@@ -148,18 +154,12 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
     ASSIGN_OR_RETURN(auto reader,
                      OpenRecordReader(env, files[splits[i].file_index], splits[i], InputOptions{},
                                       &decoders));
-    // Reused from split to split on this thread: no allocation per document once grown. Named
-    // through references, which the item below captures: a helper running it on its own thread
-    // must see this thread's vectors, not its own thread_local ones.
-    thread_local std::vector<Document> docs_tl;
-    thread_local std::vector<std::vector<int>> helped_tl;
-    thread_local std::vector<absl::Status> helped_status_tl;
-    std::vector<Document>& docs = docs_tl;
-    std::vector<std::vector<int>>& helped = helped_tl;
-    std::vector<absl::Status>& helped_status = helped_status_tl;
-    std::vector<int> ids;
-    uint64_t last = 0;
+    // Reused from split to split on this thread: no allocation per document once grown.
+    thread_local std::vector<Document> docs;
+    thread_local std::vector<Encoded> helped;
+    Encoded own;
     bool more = true;
+    uint64_t last = 0;
     // A read error ends the batch; it is returned after the documents read before it, as when the
     // documents were encoded one by one as read (an earlier document's encode error comes first).
     absl::Status read_error;
@@ -190,33 +190,19 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
         batch_bytes += doc.text.size();
         ++n;
       }
-      if (helped.size() < n) {
-        helped.resize(n);
-        helped_status.resize(n);
-      }
-      // The first document that failed of those this thread encoded; a helper's come after it.
-      absl::Status own_error;
-      const size_t meet = shared.Run(n, [&](size_t k, bool by_owner) {
-        if (by_owner) {
-          if (!own_error.ok()) return;  // the split fails at an earlier document
-          absl::Status s = tok->Encode(docs[k].text, options.encode, &ids);
-          if (!s.ok()) {
-            own_error = Annotate(s, docs[k].id());
-            return;
-          }
-          r.ids.insert(r.ids.end(), ids.begin(), ids.end());
-          r.lengths.push_back(static_cast<uint32_t>(ids.size()));
-        } else {
-          helped_status[k] = tok->Encode(docs[k].text, options.encode, &helped[k]);
-          if (!helped_status[k].ok()) helped_status[k] = Annotate(helped_status[k], docs[k].id());
-        }
-      });
-      if (!own_error.ok()) return own_error;
-      for (size_t k = meet; k < n; ++k) {
-        if (!helped_status[k].ok()) return helped_status[k];
-        r.ids.insert(r.ids.end(), helped[k].begin(), helped[k].end());
-        r.lengths.push_back(static_cast<uint32_t>(helped[k].size()));
-      }
+      const Document* const batch = docs.data();  // this thread's, for a helper too
+      RETURN_IF_ERROR(RunInOrder(
+          &shared, n, &own, &helped,
+          [&](size_t k, Encoded* e, bool) {
+            e->status = tok->Encode(batch[k].text, options.encode, &e->ids);
+            if (!e->status.ok()) e->status = Annotate(e->status, batch[k].id());
+          },
+          [&](size_t, const Encoded& e) -> absl::Status {
+            RETURN_IF_ERROR(e.status);
+            r.ids.insert(r.ids.end(), e.ids.begin(), e.ids.end());
+            r.lengths.push_back(static_cast<uint32_t>(e.ids.size()));
+            return absl::OkStatus();
+          }));
       RETURN_IF_ERROR(read_error);
       prog.Add(reader->bytes_consumed() - last);
       last = reader->bytes_consumed();

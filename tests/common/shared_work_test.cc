@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -160,6 +162,45 @@ TEST(SharedWorkTest, HelpWaitsForARunToStart) {
   EXPECT_TRUE(helped.load());
   EXPECT_EQ(by_helper.load(), 1);
   EXPECT_FALSE(w.Help(absl::Milliseconds(5)));
+}
+
+// RunInOrder accounts every item in order whoever computed it, into the owner's slot or the
+// helpers' slots by index, and stops at the first error account returns.
+TEST(SharedWorkTest, RunInOrderAccountsInOrderAndStopsAtTheFirstError) {
+  SharedWork w;
+  constexpr size_t kN = 40;
+  std::atomic<bool> done{false};
+  std::thread helper([&] {
+    while (!done.load()) w.Help(absl::Milliseconds(1));
+  });
+  for (size_t fail_at : {kN, size_t{7}, kN - 2}) {
+    int own = -1;
+    std::vector<int> slots;
+    std::vector<size_t> accounted;
+    absl::Status s = RunInOrder(
+        &w, kN, &own, &slots,
+        [&](size_t k, int* slot, bool by_owner) {
+          // The owner is slow, so the helper takes items from the back.
+          if (by_owner) absl::SleepFor(absl::Microseconds(200));
+          *slot = static_cast<int>(k) * 3;
+        },
+        [&](size_t k, const int& slot) {
+          EXPECT_EQ(slot, static_cast<int>(k) * 3) << k;
+          accounted.push_back(k);
+          return k == fail_at ? absl::DataLossError(std::to_string(k)) : absl::OkStatus();
+        });
+    std::vector<size_t> want;
+    for (size_t k = 0; k < std::min(kN, fail_at + 1); ++k) want.push_back(k);
+    EXPECT_EQ(accounted, want) << fail_at;
+    if (fail_at < kN) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+      EXPECT_EQ(s.message(), std::to_string(fail_at));
+    } else {
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  }
+  done = true;
+  helper.join();
 }
 
 }  // namespace

@@ -72,11 +72,6 @@ void ReasonsJson(const std::vector<std::string>& reasons, const std::string& err
   }
 }
 
-// The text read from a split before its documents are cleaned: a batch of about this many bytes,
-// small enough that the text is still in the core's cache when cleaned; threads that help (below)
-// wait for the next batch while its owner reads it.
-constexpr uint64_t kBatchBytes = 256ull << 10;
-
 // Cleans one split's documents a batch at a time through `shared`: this thread from the first,
 // threads with no split left to start (the stage's last wave) from the last; every document is
 // accounted and serialized here, in input order, whoever cleaned it.
@@ -150,7 +145,7 @@ absl::StatusOr<SplitResult> ProcessSplit(Env* env, const InputFile& file, const 
   while (more) {
     size_t n = 0;
     uint64_t batch_bytes = 0;
-    while (batch_bytes < kBatchBytes) {
+    while (batch_bytes < kSharedWorkBatchBytes) {
       if (docs.size() <= n) docs.emplace_back();
       absl::StatusOr<bool> next = reader->Next(&docs[n]);
       if (!next.ok()) {

@@ -64,6 +64,7 @@ bool SharedWork::Help(absl::Duration wait) {
       // Re-evaluated whenever mu_ is released (a Run registering its unit), until the deadline.
       if (!choose() && wait > absl::ZeroDuration()) {
         mu_.AwaitWithDeadline(absl::Condition(&choose), deadline);
+        choose();  // again on this thread, holding mu_: the choice is this thread's own
       }
       if (unit == nullptr) return false;
       ++unit->helpers;  // the owner's Run does not return before this helper leaves

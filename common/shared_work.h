@@ -25,6 +25,11 @@
 
 namespace grist {
 
+// The text a stage reads from a split before running its documents through SharedWork: small
+// enough that the text is still in the core's cache when the documents are computed; a helper
+// waits for the owner's next batch while the owner reads it.
+inline constexpr uint64_t kSharedWorkBatchBytes = 256ull << 10;
+
 class SharedWork {
  public:
   SharedWork() = default;

@@ -20,11 +20,6 @@
 namespace grist::tokenize {
 namespace {
 
-// The text read from a split before its documents are encoded: a batch of about this many bytes,
-// small enough that the text is still in the core's cache when encoded; threads that help (below)
-// wait for the next batch while its owner reads it.
-constexpr uint64_t kBatchBytes = 256ull << 10;
-
 // One document's ids as encoded by the split's thread or a helper (common/shared_work.h).
 struct Encoded {
   std::vector<int> ids;
@@ -166,7 +161,7 @@ absl::StatusOr<EncodeReport> RunEncode(Env* env, const std::vector<std::string>&
     while (more) {
       size_t n = 0;
       uint64_t batch_bytes = 0;
-      while (batch_bytes < kBatchBytes) {
+      while (batch_bytes < kSharedWorkBatchBytes) {
         if (docs.size() <= n) docs.emplace_back();
         Document& doc = docs[n];
         absl::StatusOr<bool> next = reader->Next(&doc);

@@ -24,6 +24,7 @@
 #include "common/hash.h"
 #include "common/progress.h"
 #include "common/records.h"
+#include "common/shared_work.h"
 #include "common/rng.h"
 #include "common/status_macros.h"
 #include "common/sysinfo.h"
@@ -216,9 +217,8 @@ absl::Status ForEachDoc(const Ctx& c, size_t split_index, Fn fn, Progress* progr
 
 // As ForEachDoc, a batch of documents at a time: fn(keys, docs, n) with the batch in the first n
 // of `*keys` and `*docs` (the caller's, refilled batch after batch: a Document keeps its
-// buffers), about kDocBatchBytes of text each (still in the core's cache when used). A read error
-// is returned before the documents read with it are handed over.
-inline constexpr uint64_t kDocBatchBytes = 256ull << 10;
+// buffers), about kSharedWorkBatchBytes of text each (common/shared_work.h). A read error is
+// returned before the documents read with it are handed over.
 template <typename Fn>
 absl::Status ForEachDocBatch(const Ctx& c, size_t split_index, std::vector<uint64_t>* keys,
                              std::vector<Document>* docs, Fn fn, Progress* progress = nullptr,
@@ -230,7 +230,7 @@ absl::Status ForEachDocBatch(const Ctx& c, size_t split_index, std::vector<uint6
   for (bool more = true; more;) {
     size_t n = 0;
     uint64_t bytes = 0;
-    while (bytes < kDocBatchBytes) {
+    while (bytes < kSharedWorkBatchBytes) {
       if (docs->size() <= n) docs->emplace_back();
       if (keys->size() <= n) keys->emplace_back();
       ASSIGN_OR_RETURN(more, reader->Next(&(*docs)[n]));

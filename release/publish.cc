@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -124,14 +125,18 @@ class Consumer {
   // Gets each item as shared, so that it can keep it (the packer's window keeps its batches).
   using Fn = std::function<absl::Status(const std::shared_ptr<const T>&)>;
   using FinishFn = std::function<absl::Status()>;
-  Consumer(Fn fn, FinishFn finish, bool threaded) : fn_(std::move(fn)), finish_(std::move(finish)) {
+  // Threaded, Push blocks while `max_queued` items wait.
+  Consumer(Fn fn, FinishFn finish, bool threaded, size_t max_queued = kDefaultMaxQueued)
+      : fn_(std::move(fn)),
+        finish_(std::move(finish)),
+        max_queued_(std::max<size_t>(1, max_queued)) {
     if (threaded) thread_ = std::thread([this] { Loop(); });
   }
   ~Consumer() { (void)Close(/*finish=*/false); }
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Hands `b` on; blocks while kMaxQueued items wait. Returns the consumer's error once it has
+  // Hands `b` on; blocks while max_queued items wait. Returns the consumer's error once it has
   // one (the item is then dropped), so the producer stops early.
   absl::Status Push(std::shared_ptr<const T> b) {
     absl::MutexLock l(&mu_);
@@ -140,7 +145,7 @@ class Consumer {
       return status_;
     }
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !status_.ok() || queue_.size() < kMaxQueued;
+      return !status_.ok() || queue_.size() < max_queued_;
     };
     mu_.Await(absl::Condition(&room));
     if (!status_.ok()) return status_;
@@ -180,7 +185,7 @@ class Consumer {
   }
 
  private:
-  static constexpr size_t kMaxQueued = 4;
+  static constexpr size_t kDefaultMaxQueued = 4;
   void Loop() {
     while (true) {
       std::shared_ptr<const T> b;
@@ -209,6 +214,7 @@ class Consumer {
   }
   Fn fn_;
   FinishFn finish_;
+  const size_t max_queued_;
   absl::Mutex mu_;
   std::deque<std::shared_ptr<const T>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -393,6 +399,12 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
     inputs = HashInputs(env, o.inputs, 1);
   }
   const int32_t eos_id = tok->eos_id();
+  // The document file's consumer may fall behind the reading by up to a packing window of
+  // batches (64 at the default bestfit_window_tokens), which bestfit holds anyway. With 4 like the
+  // others, the document file's writer, the slowest of the consumers, held the reading back, and
+  // with it the packer and the shard writer behind it (16 threads, H100 host: the reading ended
+  // 15 ms later than with 64; docs/results/2026-12-06-gpu/).
+  const size_t docs_queued = static_cast<size_t>(po.bestfit_window_tokens / kReadTokens);
   // Before splits: they outlive their consumers and the items they hold.
   // One pool of batches per split: the validation packer's window keeps its batches for long,
   // which should be neither batches whose pages a train split touched nor each an item's room
@@ -470,7 +482,7 @@ absl::StatusOr<BuildReport> PackAndPublish(Env* env, const PublishOptions& o) {
           ASSIGN_OR_RETURN(s.docs_info, s.docs->Finish());
           return absl::OkStatus();
         },
-        threaded);
+        threaded, docs_queued);
   }
   ASSIGN_OR_RETURN(std::vector<std::string> parts, tokenize::ListTokenParts(env, o.tokens_dir));
   {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <queue>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -321,6 +322,21 @@ class ExternalSorter {
   }
   uint64_t total() const { return total_; }
   size_t runs() const { return runs_.size(); }
+
+  // Like Finish, for a caller that can take the records all at once (e.g. to split them among
+  // threads): when nothing was spilled, calls whole(std::span<const T>) once with every record in
+  // sorted order and returns what it returns; else calls emit(record) for each, as Finish does.
+  template <typename Whole, typename Emit>
+  absl::Status FinishWhole(Whole whole, Emit emit) {
+    if (!runs_.empty()) return Finish(std::move(emit));
+    absl::StatusOr<const T*> sorted = SortBuffer();
+    if (!sorted.ok()) return sorted.status();
+    absl::Status s = whole(std::span<const T>(*sorted, size_));
+    size_ = 0;
+    buffer_.reset();
+    sorted_.reset();
+    return s;
+  }
 
   // Calls emit(record) for every record in sorted order (equal records in any order).
   template <typename Emit>

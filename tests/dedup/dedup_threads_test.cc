@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "dedup/dedup_format.h"
 #include "tests/dedup/dedup_test_util.h"
 #include "tests/test_util.h"
 
@@ -128,6 +132,64 @@ TEST(Dedup, IdleThreadsHelpingWithTheLastSplitChangeNoByte) {
     EXPECT_EQ(OutputBytes(out), want_kept) << threads << " threads";
     EXPECT_EQ(OutputBytes(JoinPath(out, "removed")), want_removed) << threads << " threads";
     EXPECT_EQ(r->CountsJson(), want_report) << threads << " threads";
+  }
+}
+
+// The buckets stage's group pass, cut into ranges of whole groups on the pool's threads when its
+// records are all in memory (and a window of them at a time), else one pass over the merged runs:
+// its pair and line files are the same bytes at 1, 4 and 8 threads, and hold the same records with
+// a budget so small that the records spill to runs (the header's fingerprint names the budget).
+TEST(Dedup, BucketGroupsInRangesMakeTheSamePairsAndLines) {
+  TempDir tmp;
+  const std::string input = tmp.Join("in.jsonl");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), input, FamilyCorpus(200, 12)).ok());
+  DedupOptions o = Budget64();
+  o.memory_limit = 16 << 20;  // windows of ~11 Ki records: several, each of several ranges
+  o.line_dedup = true;
+  auto bucket_files = [&](const std::string& out) {
+    std::map<std::string, std::string> files;
+    const std::string dir = JoinPath(out, ".dedup-work/buckets");
+    auto names = Env::Default()->ListDir(dir);
+    EXPECT_TRUE(names.ok()) << names.status();
+    if (!names.ok()) return files;
+    for (const std::string& n : *names) {
+      files[n] = *ReadFileToString(Env::Default(), JoinPath(dir, n));
+    }
+    return files;
+  };
+  auto records = [](const std::map<std::string, std::string>& files) {
+    std::map<std::string, std::string> out;
+    for (const auto& [n, b] : files) {
+      EXPECT_GE(b.size(), format::kHeaderSize + format::kFooterSize) << n;
+      out[n] = b.substr(format::kHeaderSize, b.size() - format::kHeaderSize - format::kFooterSize);
+    }
+    return out;
+  };
+  std::map<std::string, std::string> want;
+  for (const auto& [memory, threads] :
+       std::vector<std::pair<uint64_t, int>>{{16 << 20, 1}, {16 << 20, 4}, {16 << 20, 8},
+                                             {1 << 20, 8}}) {
+    DedupOptions run = o;
+    run.memory_limit = memory;
+    const std::string out = tmp.Join(absl::StrCat("b", memory, "-", threads));
+    for (DedupStage st : {DedupStage::kSignatures, DedupStage::kBuckets}) {
+      auto r = RunDedupStage(Env::Default(), st, {input}, out, run, Quiet(threads));
+      ASSERT_TRUE(r.ok()) << DedupStageName(st) << ": " << r.status();
+    }
+    const std::map<std::string, std::string> files = bucket_files(out);
+    ASSERT_GE(files.size(), 2u);  // pairs, duplines
+    if (want.empty()) {
+      want = files;
+      size_t bytes = 0;
+      for (const auto& [n, b] : records(files)) bytes += b.size();
+      EXPECT_GT(bytes, 4096u);  // pairs and lines to compare, not two empty files
+      continue;
+    }
+    if (memory == o.memory_limit) {
+      EXPECT_EQ(files, want) << threads << " threads";
+    } else {
+      EXPECT_EQ(records(files), records(want)) << memory << " bytes, " << threads << " threads";
+    }
   }
 }
 

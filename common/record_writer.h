@@ -33,7 +33,8 @@ struct OutputOptions {
   int zstd_level = 1;
   // Threads that compress frames (each frame on its own, in the background), whose frames a thread
   // of the writer's own writes in file order; 1 compresses and writes on the caller's thread. The
-  // stages set it to their thread count. The bytes written never depend on it. Held at most: one
+  // stages set it to their thread count; a thread starts only when a frame waits and no started
+  // one is free, so a writer whose frames mostly pass through whole starts few. The bytes written never depend on it. Held at most: one
   // frame per thread compressing, the one being filled, and frames appended whole (AppendFrame)
   // waiting to be written, up to threads x frame_bytes of their bytes.
   int compress_threads = 1;

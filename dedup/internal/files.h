@@ -342,16 +342,15 @@ class ExternalSorter {
   template <typename Emit>
   absl::Status Finish(Emit emit) {
     if (runs_.empty()) {
-      absl::StatusOr<const T*> sorted = SortBuffer();
-      if (!sorted.ok()) return sorted.status();
-      for (size_t i = 0; i < size_; ++i) {
-        absl::Status s = emit((*sorted)[i]);
-        if (!s.ok()) return s;
-      }
-      size_ = 0;
-      buffer_.reset();
-      sorted_.reset();
-      return absl::OkStatus();
+      return FinishWhole(
+          [&](std::span<const T> all) {
+            for (const T& r : all) {
+              absl::Status s = emit(r);
+              if (!s.ok()) return s;
+            }
+            return absl::OkStatus();
+          },
+          emit);
     }
     if (size_ > 0) {
       absl::Status s = Spill();
